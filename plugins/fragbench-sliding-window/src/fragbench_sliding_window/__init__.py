@@ -1,0 +1,44 @@
+"""Chunker `sliding-window`: overlapping windows of `size` consecutive sentences, stride 1.
+
+A passage shorter than `size` gives one chunk with all its sentences.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from fragbench.hookspecs import hookimpl
+
+PASSAGE = ["case", "lang", "variant"]
+
+
+class SlidingWindow:
+    name = "sliding-window"
+
+    def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+        ordered = sentences.sort([*PASSAGE, "position"])
+        n = ordered.group_by(PASSAGE).agg(pl.len().alias("_n"))
+        starts = (
+            n.with_columns(pl.int_ranges(0, (pl.col("_n") - size + 1).clip(lower_bound=1))
+                           .alias("chunk"))
+            .explode("chunk")
+            .with_columns(pl.col("chunk").cast(pl.Int32))
+        )
+        return (
+            starts.join(ordered, on=PASSAGE)
+            .filter(pl.col("position") >= pl.col("chunk"),
+                    pl.col("position") < pl.col("chunk") + size)
+            .sort([*PASSAGE, "chunk", "position"])
+            .group_by([*PASSAGE, "chunk"], maintain_order=True)
+            .agg(
+                pl.col("fact_id").alias("fact_ids"),
+                pl.col("text").str.join(" ").alias("text"),
+            )
+        )
+
+
+@hookimpl
+def register_chunkers(register: Any) -> None:
+    register(SlidingWindow())

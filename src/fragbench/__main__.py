@@ -1,0 +1,3 @@
+from fragbench.cli import main
+
+main()

@@ -1,0 +1,73 @@
+"""Money: reservations, costs and the balance, in Decimal so that sums are exact.
+
+- A call's reservation bounds what it can cost: every UTF-8 byte of its text counted as one token
+  (a token is at least one byte), plus the framing tokens, all priced at the highest input-side
+  rate (cache write), plus `max_output_tokens` at the output rate.
+- A call's cost comes from the usage the provider reports (see `cost`).
+- The balance is the ceiling, less the prior spend, less what every journal drawing on the same
+  budget recorded: a call's cost when its outcome is known, its whole reservation otherwise.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from fragbench.config import Budget, Pricing
+from fragbench.interfaces import Usage
+
+
+def reservation(text_bytes: int, pricing: Pricing, max_output_tokens: int,
+                framing_tokens: int) -> Decimal:
+    input_side = Decimal(text_bytes + framing_tokens) * pricing.highest_input_rate
+    output_side = Decimal(max_output_tokens) * pricing.output
+    return (input_side + output_side) / pricing.per_tokens
+
+
+class UnknownCost(ValueError):
+    """The usage cannot be priced from the frozen table; the message says why."""
+
+
+def cost(usage: Usage | None, pricing: Pricing) -> Decimal:
+    """(input − cached − cache_write) × input + cached × cached_input + cache_write × cache_write
+    + output × output, per `pricing.per_tokens`; reasoning tokens are part of output_tokens.
+
+    The usage docs leave open whether `input_tokens` includes the cached and cache-write tokens.
+    We read it as the total (the Responses API's documented meaning for cached tokens), so the
+    cached and cache-write parts are subtracted from it; if they add up to more than the total,
+    the usage is inconsistent and the cost unknown rather than guessed.
+    """
+    if usage is None:
+        raise UnknownCost("the response carries no usage")
+    fields = {
+        "input_tokens": usage.input_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+    missing = [name for name, value in fields.items() if value is None]
+    if missing:
+        raise UnknownCost(f"the usage lacks {', '.join(missing)}")
+    negative = [name for name, value in fields.items() if value is not None and value < 0]
+    if negative:
+        raise UnknownCost(f"the usage has negative {', '.join(negative)}")
+    assert usage.input_tokens is not None and usage.cached_tokens is not None
+    assert usage.cache_write_tokens is not None and usage.output_tokens is not None
+    uncached = usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens
+    if uncached < 0:
+        raise UnknownCost("cached and cache-write tokens exceed input_tokens")
+    if usage.input_tokens > pricing.max_input_tokens:
+        raise UnknownCost(
+            f"{usage.input_tokens} input tokens exceed the {pricing.max_input_tokens} of the "
+            "frozen short-context pricing"
+        )
+    total = (
+        uncached * pricing.input
+        + usage.cached_tokens * pricing.cached_input
+        + usage.cache_write_tokens * pricing.cache_write
+        + usage.output_tokens * pricing.output
+    )
+    return total / pricing.per_tokens
+
+
+def balance(budget: Budget, spent: Decimal) -> Decimal:
+    return budget.ceiling_usd - budget.prior_spend_usd - spent

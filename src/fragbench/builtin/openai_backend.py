@@ -1,0 +1,181 @@
+"""Built-in backend `openai`: the OpenAI Responses API through the official SDK.
+
+- Exactly one HTTP request per call: the client is built with `max_retries=0` (the SDK retries
+  twice by default, with no idempotency key, so a retry could be billed twice) and an explicit
+  timeout.
+- Each call sends only its own instructions and input: no `previous_response_id`, no
+  conversation, `store=False`, `tools=[]`.
+- The key comes from OPENAI_API_KEY; the endpoint is the SDK's (OPENAI_BASE_URL may point it at
+  another server), recorded without any user-info or query part.
+- Only the response body is kept, never a header: headers can carry account identifiers
+  (`openai-organization`, `openai-project`). The request ID is read from `x-request-id`.
+- The SDK is imported when a session opens, so `fragbench --help` never pays for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from fragbench.errors import FragbenchError
+from fragbench.hookspecs import hookimpl
+from fragbench.interfaces import BackendFailure, Reply, Request, Usage
+
+REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "model": str,
+    "reasoning_effort": str,
+    "max_output_tokens": int,
+    "service_tier": str,
+    "store": bool,
+    "timeout_seconds": (int, float),
+}
+
+
+def _public_url(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def usage_from(body: dict[str, Any]) -> Usage | None:
+    """Read the usage block; a field that is absent or not an integer is None (unknown)."""
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    inp = usage.get("input_tokens_details")
+    out = usage.get("output_tokens_details")
+    inp = inp if isinstance(inp, dict) else {}
+    out = out if isinstance(out, dict) else {}
+    return Usage(
+        input_tokens=_int(usage.get("input_tokens")),
+        cached_tokens=_int(inp.get("cached_tokens")),
+        cache_write_tokens=_int(inp.get("cache_write_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        reasoning_tokens=_int(out.get("reasoning_tokens")),
+    )
+
+
+def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
+    """A Reply from a parsed Responses API body; BackendFailure if it is no Response."""
+    if not isinstance(body, dict) or body.get("object") != "response" or not isinstance(
+        body.get("status"), str
+    ):
+        raise BackendFailure("bad_body", "the body is not a Responses API response object",
+                             raw=raw, request_id=request_id)
+    texts: list[str] = []
+    refusals: list[str] = []
+    for item in body.get("output") or []:
+        if not isinstance(item, dict) or item.get("type") != "message":
+            continue
+        for part in item.get("content") or []:
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+            elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+                refusals.append(part["refusal"])
+    incomplete = body.get("incomplete_details")
+    error = body.get("error")
+    return Reply(
+        status=body["status"],
+        model=body.get("model") if isinstance(body.get("model"), str) else None,
+        service_tier=body.get("service_tier") if isinstance(body.get("service_tier"), str)
+        else None,
+        request_id=request_id,
+        usage=usage_from(body),
+        text="".join(texts) if texts else None,
+        refusal="\n".join(refusals) if refusals else None,
+        incomplete_reason=incomplete.get("reason") if isinstance(incomplete, dict) else None,
+        error=json.dumps(error, ensure_ascii=False) if error else None,
+        raw=raw,
+    )
+
+
+class OpenAISession:
+    def __init__(self, params: dict[str, Any], api_key: str) -> None:
+        import openai  # heavy: only when a series actually opens
+
+        self._openai = openai
+        self.params = params
+        self.client = openai.OpenAI(api_key=api_key, max_retries=0,
+                                    timeout=float(params["timeout_seconds"]))
+        self.endpoint = _public_url(str(self.client.base_url))
+
+    def send(self, request: Request) -> Reply:
+        openai = self._openai
+        p = self.params
+        try:
+            raw = self.client.responses.with_raw_response.create(
+                model=p["model"],
+                instructions=request.instructions,
+                input=request.input,
+                reasoning={"effort": p["reasoning_effort"]},
+                max_output_tokens=p["max_output_tokens"],
+                service_tier=p["service_tier"],
+                store=p["store"],
+                tools=[],
+                text={"format": {"type": "json_schema", "name": request.schema_name,
+                                 "schema": request.schema, "strict": True}},
+            )
+        except openai.APITimeoutError:
+            raise BackendFailure("timeout", "the request timed out; the server may have "
+                                 "received and billed it") from None
+        except openai.APIConnectionError as exc:
+            raise BackendFailure("connection", f"connection error ({type(exc.__cause__).__name__ if exc.__cause__ else 'no detail'}); the server may have received and billed the request") from None
+        except openai.APIStatusError as exc:
+            raise BackendFailure("http_error", f"HTTP {exc.status_code} from the API",
+                                 http_status=exc.status_code, raw=exc.response.text,
+                                 request_id=exc.request_id) from None
+        except Exception as exc:  # the SDK's boundary: a body it cannot read, etc.
+            raise BackendFailure("bad_response", f"the response could not be read "
+                                 f"({type(exc).__name__})") from None
+        text = raw.http_response.text
+        request_id = raw.headers.get("x-request-id")
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError:
+            raise BackendFailure("bad_body", "the body is not JSON", raw=text,
+                                 http_status=raw.http_response.status_code,
+                                 request_id=request_id) from None
+        return reply_from(body, text, request_id)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class OpenAIBackend:
+    name = "openai"
+    is_model = True
+    label = "OpenAI Responses API"
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        for key, kind in REQUIRED.items():
+            if key not in params:
+                raise ValueError(f"{key} is missing")
+            value = params[key]
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+                raise ValueError(f"{key} has the wrong type ({type(value).__name__})")
+        extra = sorted(set(params) - set(REQUIRED))
+        if extra:
+            raise ValueError(f"unknown parameter(s) {', '.join(extra)}")
+        if params["max_output_tokens"] < 1 or params["timeout_seconds"] <= 0:
+            raise ValueError("max_output_tokens and timeout_seconds must be positive")
+
+    def open(self, params: dict[str, Any]) -> OpenAISession:
+        key = os.environ.get("OPENAI_API_KEY", "").strip()
+        if not key:
+            raise FragbenchError("OPENAI_API_KEY is not set: export your OpenAI key in the "
+                                 "environment and run again (nothing was sent or spent).")
+        return OpenAISession(params, key)
+
+
+@hookimpl
+def register_backends(register: Any) -> None:
+    register(OpenAIBackend())

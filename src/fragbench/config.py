@@ -1,0 +1,341 @@
+"""The experiment config (`experiments/<name>/config.toml`) and what it points to.
+
+Validated at the boundary: a malformed config, a missing prompt or an unknown plugin name stops
+here with one sentence naming the file and the fault, before anything runs or is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fragbench.corpus import Case, load_corpus
+from fragbench.errors import ConfigError, FragbenchError
+
+MODES = ("retrieval", "full")
+
+
+@attrs.frozen
+class Pricing:
+    """USD per `per_tokens` tokens, as read on `read_on`; Decimal so sums stay exact."""
+
+    models: tuple[str, ...]
+    input: Decimal
+    cached_input: Decimal
+    cache_write: Decimal
+    output: Decimal
+    per_tokens: int
+    max_input_tokens: int
+    """The short-context limit: an input beyond it has no price in this table."""
+    read_on: str
+    tier: str
+
+    @property
+    def highest_input_rate(self) -> Decimal:
+        return max(self.input, self.cached_input, self.cache_write)
+
+
+@attrs.frozen
+class Budget:
+    id: str
+    ceiling_usd: Decimal
+    prior_spend_usd: Decimal
+    framing_tokens: int
+
+
+@attrs.frozen
+class BackendConfig:
+    name: str
+    plugin: str
+    params: dict[str, Any]
+    pricing: Pricing | None
+    """Set for a billed backend: it draws on the experiment's budget."""
+
+
+@attrs.frozen
+class Prompt:
+    lang: str
+    path: Path
+    instructions: str
+    input_template: str
+    """Formatted with source, question and sentences."""
+    sentence_template: str
+    """Formatted with id and text, one per supplied sentence, joined by newlines."""
+    sha256: str
+
+
+@attrs.frozen
+class Experiment:
+    id: str
+    dir: Path
+    config_path: Path
+    config_sha256: str
+    cases: list[Case]
+    languages: tuple[str, ...]
+    variants: tuple[str, ...]
+    modes: tuple[str, ...]
+    repetitions: int
+    chunker: str
+    scorer: str
+    chunk_size: int
+    top_k: int
+    sensitivity_chunk_sizes: tuple[int, ...]
+    sensitivity_top_ks: tuple[int, ...]
+    measures: tuple[str, ...]
+    prompts: dict[str, Prompt]
+    schema_name: str
+    schema: dict[str, Any]
+    schema_path: Path
+    schema_sha256: str
+    backends: dict[str, BackendConfig]
+    default_backend: str
+    budget: Budget
+
+    @property
+    def settings(self) -> list[tuple[int, int]]:
+        """Every (chunk_size, top_k) of the sensitivity matrix; the main one is among them."""
+        return [(s, k) for s in self.sensitivity_chunk_sizes for k in self.sensitivity_top_ks]
+
+
+class _Reader:
+    """Typed access to a TOML table with errors that name the file and the key."""
+
+    def __init__(self, path: Path, data: dict[str, Any], prefix: str = "") -> None:
+        self.path, self.data, self.prefix = path, data, prefix
+
+    def fail(self, key: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.path}: {self.prefix}{key} {message}; fix the config and run again.")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        if key not in self.data:
+            if default is ...:
+                raise self.fail(key, "is missing")
+            return default
+        value = self.data[key]
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise self.fail(key, f"has the wrong type ({type(value).__name__})")
+        return value
+
+    def text(self, key: str, default: Any = ...) -> str:
+        value = self.get(key, str, default)
+        if isinstance(value, str) and not value.strip():
+            raise self.fail(key, "is empty")
+        return value
+
+    def count(self, key: str, default: Any = ..., minimum: int = 1) -> int:
+        value = self.get(key, int, default)
+        if value < minimum:
+            raise self.fail(key, f"must be at least {minimum}, got {value}")
+        return value
+
+    def money(self, key: str) -> Decimal:
+        value = self.get(key, (int, float, str))
+        try:
+            amount = Decimal(str(value))
+        except InvalidOperation:
+            raise self.fail(key, f"is not a number ({value!r})") from None
+        if not amount.is_finite() or amount < 0:
+            raise self.fail(key, f"must be a non-negative amount, got {value!r}")
+        return amount
+
+    def texts(self, key: str, default: Any = ...) -> tuple[str, ...]:
+        value = self.get(key, list, default)
+        if not value or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, "must be a non-empty list of names")
+        if len(set(value)) != len(value):
+            raise self.fail(key, "repeats a name")
+        return tuple(value)
+
+    def counts(self, key: str) -> tuple[int, ...]:
+        value = self.get(key, list)
+        if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                                for v in value):
+            raise self.fail(key, "must be a non-empty list of positive integers")
+        if len(set(value)) != len(value):
+            raise self.fail(key, "repeats a value")
+        return tuple(value)
+
+    def table(self, key: str) -> _Reader:
+        return _Reader(self.path, self.get(key, dict), f"{self.prefix}{key}.")
+
+
+def _read_toml(path: Path, error: type[FragbenchError]) -> tuple[dict[str, Any], bytes]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{path}: cannot be read ({exc.strerror}); check the path.") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8")), raw
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise error(f"{path}: is not valid TOML ({exc}); fix the file and run again.") from None
+
+
+def _load_prompt(path: Path, lang: str) -> Prompt:
+    data, raw = _read_toml(path, ConfigError)
+    reader = _Reader(path, data)
+    prompt = Prompt(
+        lang=lang,
+        path=path,
+        instructions=reader.text("instructions"),
+        input_template=reader.text("input"),
+        sentence_template=reader.text("sentence"),
+        sha256=hashlib.sha256(raw).hexdigest(),
+    )
+    for template, fields in ((prompt.input_template, ("source", "question", "sentences")),
+                             (prompt.sentence_template, ("id", "text"))):
+        try:
+            template.format(**{f: "" for f in fields})
+        except (KeyError, IndexError, ValueError) as exc:
+            raise reader.fail("input/sentence", f"has an unknown or malformed placeholder ({exc})")
+    return prompt
+
+
+def _load_pricing(reader: _Reader) -> Pricing:
+    return Pricing(
+        models=reader.texts("models"),
+        input=reader.money("input"),
+        cached_input=reader.money("cached_input"),
+        cache_write=reader.money("cache_write"),
+        output=reader.money("output"),
+        per_tokens=reader.count("per_tokens"),
+        max_input_tokens=reader.count("max_input_tokens"),
+        read_on=reader.text("read_on"),
+        tier=reader.text("tier"),
+    )
+
+
+def _resolve(base: Path, relative: str) -> Path:
+    return (base / relative).resolve()
+
+
+def load_experiment(path: Path) -> Experiment:
+    """Read an experiment folder (or its config.toml) and everything it names, validated.
+
+    Plugin names are checked against the registry; the corpus is loaded and checked against the
+    languages and variants the config asks for.
+    """
+    from fragbench.plugins import registry
+
+    config_path = path / "config.toml" if path.is_dir() else path
+    if not config_path.exists():
+        raise ConfigError(f"{config_path}: no such experiment config; point to an experiment "
+                          "folder that holds config.toml.")
+    data, raw = _read_toml(config_path, ConfigError)
+    base = config_path.parent
+    r = _Reader(config_path, data)
+
+    corpus_paths = [_resolve(base, p) for p in r.texts("corpus")]
+    cases = load_corpus(corpus_paths)
+    languages = r.texts("languages")
+    variants = r.texts("variants")
+    for case in cases:
+        for lang in languages:
+            if lang not in case.langs:
+                raise ConfigError(f"{case.path}: has no [{lang}] passage, which {config_path} asks "
+                                  "for; add it or remove the language from the config.")
+        for variant in variants:
+            if variant not in case.variants:
+                raise ConfigError(f"{case.path}: has no variant {variant}, which {config_path} "
+                                  "asks for; add it or remove the variant from the config.")
+    modes = r.texts("modes")
+    for mode in modes:
+        if mode not in MODES:
+            raise r.fail("modes", f"names {mode!r}; the modes are {', '.join(MODES)}")
+
+    plugins = registry()
+    retrieval = r.table("retrieval")
+    chunker = retrieval.text("chunker")
+    scorer = retrieval.text("scorer")
+    plugins.get("chunker", chunker, where=f"{config_path}: retrieval.chunker")
+    plugins.get("scorer", scorer, where=f"{config_path}: retrieval.scorer")
+    chunk_size, top_k = retrieval.count("chunk_size"), retrieval.count("top_k")
+    sensitivity = r.table("sensitivity")
+    sizes, top_ks = sensitivity.counts("chunk_sizes"), sensitivity.counts("top_ks")
+    if chunk_size not in sizes or top_k not in top_ks:
+        raise r.fail("retrieval", "names a main setting that is not one of the sensitivity matrix "
+                     "(the main setting must be published among all the others)")
+    measures = r.texts("measures")
+    for name in measures:
+        plugins.get("measure", name, where=f"{config_path}: measures")
+
+    prompt_table = r.table("prompts")
+    prompts = {}
+    for lang in languages:
+        prompts[lang] = _load_prompt(_resolve(base, prompt_table.text(lang)), lang)
+    schema_path = _resolve(base, prompt_table.text("schema"))
+    try:
+        schema_raw = schema_path.read_bytes()
+        schema = json.loads(schema_raw)
+    except OSError as exc:
+        raise ConfigError(f"{schema_path}: cannot be read ({exc.strerror}); check prompts.schema "
+                          f"in {config_path}.") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{schema_path}: is not valid JSON ({exc}); fix the schema file.") from None
+    if not isinstance(schema, dict):
+        raise ConfigError(f"{schema_path}: must hold a JSON object (a JSON schema).")
+
+    backends: dict[str, BackendConfig] = {}
+    backend_tables = r.get("backends", dict)
+    if not backend_tables:
+        raise r.fail("backends", "must define at least one backend")
+    for name in backend_tables:
+        table = r.table("backends").table(name)
+        plugin = table.text("plugin")
+        backend = plugins.get("backend", plugin, where=f"{config_path}: backends.{name}.plugin")
+        params = {k: v for k, v in table.data.items() if k not in ("plugin", "pricing")}
+        try:
+            backend.check_params(params)
+        except ValueError as exc:
+            raise table.fail("", f"is unusable: {exc}") from None
+        pricing = _load_pricing(table.table("pricing")) if "pricing" in table.data else None
+        if backend.is_model and pricing is None:
+            raise table.fail("pricing", "is missing: a model backend draws on the budget and "
+                             "needs its pricing table")
+        backends[name] = BackendConfig(name=name, plugin=plugin, params=params, pricing=pricing)
+    default_backend = r.text("default_backend")
+    if default_backend not in backends:
+        raise r.fail("default_backend", f"names {default_backend!r}, which is not among the "
+                     f"backends ({', '.join(backends)})")
+
+    b = r.table("budget")
+    budget = Budget(
+        id=b.text("id"),
+        ceiling_usd=b.money("ceiling_usd"),
+        prior_spend_usd=b.money("prior_spend_usd"),
+        framing_tokens=b.count("framing_tokens", minimum=0),
+    )
+    if budget.prior_spend_usd > budget.ceiling_usd:
+        raise b.fail("prior_spend_usd", "is above the ceiling")
+
+    return Experiment(
+        id=r.text("id"),
+        dir=base,
+        config_path=config_path,
+        config_sha256=hashlib.sha256(raw).hexdigest(),
+        cases=cases,
+        languages=languages,
+        variants=variants,
+        modes=modes,
+        repetitions=r.count("repetitions"),
+        chunker=chunker,
+        scorer=scorer,
+        chunk_size=chunk_size,
+        top_k=top_k,
+        sensitivity_chunk_sizes=sizes,
+        sensitivity_top_ks=top_ks,
+        measures=measures,
+        prompts=prompts,
+        schema_name=prompt_table.text("schema_name"),
+        schema=schema,
+        schema_path=schema_path,
+        schema_sha256=hashlib.sha256(schema_raw).hexdigest(),
+        backends=backends,
+        default_backend=default_backend,
+        budget=budget,
+    )

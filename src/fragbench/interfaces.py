@@ -1,0 +1,147 @@
+"""What registered plugins are, and the records that flow between the core and them.
+
+Chunkers, scorers and measures work on whole Polars frames (many passages, many questions at
+once): one Python call per chunk would not survive a corpus of millions of sentences.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import attrs
+import polars as pl
+
+
+@runtime_checkable
+class Chunker(Protocol):
+    name: str
+
+    def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+        """Group sentences into chunks.
+
+        `sentences` has one row per sentence: case, lang, variant, position (0-based, passage
+        order), fact_id, text. Return one row per chunk: case, lang, variant, chunk (0-based, in
+        passage order), fact_ids (list, passage order), sentences (list of texts), text (the
+        sentences joined by one space).
+        """
+        ...
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    name: str
+
+    def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+        """Return `chunks` with a Float64 `score` column (higher is better), rows in any order.
+
+        `questions` has case, lang, question; a chunk is scored against the question of its
+        (case, lang). Extra diagnostic columns are kept in the retrieval table.
+        """
+        ...
+
+
+@attrs.frozen
+class Request:
+    """One planned call, as every backend receives it."""
+
+    call_id: str
+    lang: str
+    instructions: str
+    input: str
+    """The user input text: source name, question and the supplied sentences with their IDs."""
+    schema_name: str
+    schema: dict[str, Any]
+    question: str
+    supplied: tuple[tuple[str, str], ...]
+    """(fact ID, sentence) pairs in the order they are shown."""
+
+
+@attrs.frozen
+class Usage:
+    """Token counts as the provider reported them; None where a field was absent."""
+
+    input_tokens: int | None
+    cached_tokens: int | None
+    cache_write_tokens: int | None
+    output_tokens: int | None
+    reasoning_tokens: int | None
+
+
+@attrs.frozen
+class Reply:
+    """A response body that arrived and parsed as the provider's response object."""
+
+    status: str
+    """The provider's status: completed, incomplete, failed, cancelled, queued, in_progress."""
+    model: str | None
+    service_tier: str | None
+    request_id: str | None
+    usage: Usage | None
+    text: str | None
+    """The answer text (for structured output, the JSON text)."""
+    refusal: str | None = None
+    incomplete_reason: str | None = None
+    error: str | None = None
+    """The provider's own error message for a failed status."""
+    raw: str | None = None
+    """The response body as JSON text, never any header."""
+
+
+class BackendFailure(Exception):
+    """A technical failure: no usable response. The message must never hold a key or header."""
+
+    def __init__(self, kind: str, message: str, *, http_status: int | None = None,
+                 raw: str | None = None, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.http_status = http_status
+        self.raw = raw
+        self.request_id = request_id
+
+
+class Session(Protocol):
+    endpoint: str
+    """Where requests go (a base URL, or a description for offline backends)."""
+
+    def send(self, request: Request) -> Reply:
+        """Send exactly one request; never retry. Raise BackendFailure on a technical failure."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+    is_model: bool
+    """False for a baseline that is no model: it is labelled so wherever it appears."""
+    label: str
+
+    def check_params(self, params: dict[str, Any]) -> None:
+        """Raise ValueError with one sentence when the config's parameters are unusable."""
+        ...
+
+    def open(self, params: dict[str, Any]) -> Session:
+        """Build a session; raise fragbench.errors.FragbenchError when it cannot (e.g. no key)."""
+        ...
+
+
+@attrs.frozen
+class MeasureInput:
+    """The recorded tables a measure reads; it never calls anything."""
+
+    facts: pl.DataFrame
+    """case, lang, fact_id, text, is_condition."""
+    retrieval: pl.DataFrame
+    calls: pl.DataFrame | None
+
+
+@runtime_checkable
+class Measure(Protocol):
+    name: str
+    kind: Literal["primary", "diagnostic"]
+
+    def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
+        """Return table name -> frame; names are unique across measures."""
+        ...

@@ -1,0 +1,257 @@
+"""The frozen plan: everything that decides what is sent and what it may cost, with hashes.
+
+`build_plan` computes the plan from the files and code as they are now; `freeze` writes it to
+`experiment.json`; `verify` recomputes it and refuses when anything differs from what was
+frozen. Only the `recorded` block (when it was frozen, on which Python) is left out of the
+comparison.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from fragbench import text
+from fragbench.budget import reservation
+from fragbench.config import BackendConfig, Experiment
+from fragbench.errors import PlanMismatch
+from fragbench.interfaces import Request
+from fragbench.plugins import registry
+from fragbench.requests import build_request, request_sha256, request_text
+from fragbench.retrieval import retrieve, selected_facts
+
+PLAN_FILE = "experiment.json"
+PLAN_FORMAT = 1
+PACKAGES = ("fragbench", "attrs", "openai", "pluggy", "polars", "typer")
+
+
+@attrs.frozen
+class PlannedCall:
+    seq: int
+    id: str
+    case: str
+    lang: str
+    variant: str
+    mode: str
+    rep: int
+    supplied_ids: tuple[str, ...]
+    request: Request
+
+
+def block_order(variants: tuple[str, ...], modes: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Every variant x mode once, alternating both: for A/B x retrieval/full,
+    (A, retrieval), (B, full), (A, full), (B, retrieval)."""
+    nv, nm = len(variants), len(modes)
+    return [(variants[i % nv], modes[(i // nv + i % nv) % nm]) for i in range(nv * nm)]
+
+
+def schedule(experiment: Experiment, retrieval_table: Any) -> list[PlannedCall]:
+    """The ordered calls. Blocks of one repetition x case x language, repetition outermost so
+    that repetitions are spread in time; each block holds each variant x mode once, and the
+    combination that opens a block rotates by one from block to block. Deterministic: no
+    randomization is claimed."""
+    selected = selected_facts(retrieval_table, experiment.chunk_size, experiment.top_k)
+    order = block_order(experiment.variants, experiment.modes)
+    calls: list[PlannedCall] = []
+    block = 0
+    for rep in range(1, experiment.repetitions + 1):
+        for case in experiment.cases:
+            for lang in experiment.languages:
+                start = block % len(order)
+                for variant, mode in order[start:] + order[:start]:
+                    supplied = (selected[(case.id, lang, variant)] if mode == "retrieval"
+                                else list(case.variants[variant]))
+                    call_id = f"{case.id}-{lang}-{variant}-{mode}-r{rep}"
+                    calls.append(PlannedCall(
+                        seq=len(calls) + 1, id=call_id, case=case.id, lang=lang,
+                        variant=variant, mode=mode, rep=rep, supplied_ids=tuple(supplied),
+                        request=build_request(experiment, case, lang, call_id, supplied),
+                    ))
+                block += 1
+    return calls
+
+
+def call_reservation(call: PlannedCall, backend: BackendConfig, experiment: Experiment) -> Decimal:
+    """What the call reserves from the budget under `backend`: zero for an unpriced backend."""
+    if backend.pricing is None:
+        return Decimal(0)
+    return reservation(len(request_text(call.request).encode("utf-8")), backend.pricing,
+                       int(backend.params["max_output_tokens"]), experiment.budget.framing_tokens)
+
+
+def main_retrieval(experiment: Experiment) -> Any:
+    reg = registry()
+    return retrieve(experiment.cases, reg.get("chunker", experiment.chunker),
+                    reg.get("scorer", experiment.scorer), experiment.settings,
+                    list(experiment.languages))
+
+
+def _rel(path: Path, base: Path) -> str:
+    """Relative to the experiment folder, so the plan holds no machine-specific path."""
+    return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+
+
+def _money(value: Decimal) -> str:
+    return format(value.normalize(), "f") if value else "0"
+
+
+def _backend_doc(b: BackendConfig) -> dict[str, Any]:
+    doc: dict[str, Any] = {"plugin": b.plugin, "params": b.params, "draws_on_budget":
+                           b.pricing is not None}
+    if b.pricing:
+        p = b.pricing
+        doc["pricing"] = {
+            "models": list(p.models), "per_tokens": p.per_tokens, "input": _money(p.input),
+            "cached_input": _money(p.cached_input), "cache_write": _money(p.cache_write),
+            "output": _money(p.output), "max_input_tokens": p.max_input_tokens,
+            "read_on": p.read_on, "tier": p.tier, "currency": "USD",
+        }
+    return doc
+
+
+def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -> dict[str, Any]:
+    """The plan as a JSON-ready dict, computed from the files and code as they are now."""
+    reg = registry()
+    base = experiment.dir
+    calls = calls if calls is not None else schedule(experiment, main_retrieval(experiment))
+    default = experiment.backends[experiment.default_backend]
+    reserved = [call_reservation(c, default, experiment) for c in calls]
+    budget = experiment.budget
+    available = budget.ceiling_usd - budget.prior_spend_usd
+    used_plugins = [("chunker", experiment.chunker), ("scorer", experiment.scorer)]
+    used_plugins += [("measure", m) for m in experiment.measures]
+    used_plugins += [("backend", b.plugin) for b in experiment.backends.values()]
+    files = [("config", experiment.config_path, experiment.config_sha256)]
+    files += [("corpus", c.path, c.sha256) for c in experiment.cases]
+    files += [("prompt", p.path, p.sha256) for p in experiment.prompts.values()]
+    files += [("schema", experiment.schema_path, experiment.schema_sha256)]
+    packages = {}
+    for name in PACKAGES:
+        try:
+            packages[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            packages[name] = "not installed"
+    return {
+        "format": PLAN_FORMAT,
+        "experiment": experiment.id,
+        "files": [{"role": role, "path": _rel(path, base), "sha256": digest}
+                  for role, path, digest in files],
+        "parameters": {
+            "languages": list(experiment.languages),
+            "variants": list(experiment.variants),
+            "modes": list(experiment.modes),
+            "repetitions": experiment.repetitions,
+            "retrieval": {"chunker": experiment.chunker, "scorer": experiment.scorer,
+                          "chunk_size": experiment.chunk_size, "top_k": experiment.top_k},
+            "sensitivity": {"chunk_sizes": list(experiment.sensitivity_chunk_sizes),
+                            "top_ks": list(experiment.sensitivity_top_ks)},
+            "measures": list(experiment.measures),
+            "schema_name": experiment.schema_name,
+            "schema": experiment.schema,
+        },
+        "corpus": [{"id": c.id, "path": _rel(c.path, base), "sha256": c.sha256,
+                    "license": c.license, "conditions": list(c.conditions),
+                    "variants": {k: list(v) for k, v in c.variants.items()}}
+                   for c in experiment.cases],
+        "prompts": {lang: {"path": _rel(p.path, base), "sha256": p.sha256,
+                           "instructions": p.instructions, "input": p.input_template,
+                           "sentence": p.sentence_template}
+                    for lang, p in experiment.prompts.items()},
+        "tokenization": text.TOKENIZATION_RULE,
+        "stopwords": {lang: list(words) for lang, words in text.STOPWORDS.items()},
+        "plugins": [{"kind": kind, "name": name, "origin": reg.entry(kind, name).origin,
+                     "version": reg.entry(kind, name).version} for kind, name in used_plugins],
+        "packages": packages,
+        "backends": {name: _backend_doc(b) for name, b in experiment.backends.items()},
+        "default_backend": experiment.default_backend,
+        "budget": {
+            "id": budget.id,
+            "ceiling_usd": _money(budget.ceiling_usd),
+            "prior_spend_usd": _money(budget.prior_spend_usd),
+            "balance_usd": _money(available),
+            "framing_tokens": budget.framing_tokens,
+            "reserved_for": experiment.default_backend,
+            "total_reservation_usd": _money(sum(reserved, Decimal(0))),
+            "fits": sum(reserved, Decimal(0)) <= available,
+        },
+        "schedule": [
+            {"seq": c.seq, "id": c.id, "case": c.case, "lang": c.lang, "variant": c.variant,
+             "mode": c.mode, "rep": c.rep, "supplied_ids": list(c.supplied_ids),
+             "request_sha256": request_sha256(c.request),
+             "request_bytes": len(request_text(c.request).encode("utf-8")),
+             "reserved_usd": _money(r)}
+            for c, r in zip(calls, reserved, strict=True)
+        ],
+    }
+
+
+def plan_path(experiment: Experiment) -> Path:
+    return experiment.dir / PLAN_FILE
+
+
+def dumps(plan: dict[str, Any]) -> str:
+    return json.dumps(plan, ensure_ascii=False, indent=2) + "\n"
+
+
+def freeze(experiment: Experiment) -> Path:
+    """Write experiment.json, atomically (a crash leaves the old file or the new one)."""
+    plan = build_plan(experiment)
+    plan["recorded"] = {"frozen_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                        "python": platform.python_version()}
+    path = plan_path(experiment)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(dumps(plan), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def _first_difference(old: Any, new: Any, where: str = "") -> str | None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in list(old) + [k for k in new if k not in old]:
+            if key not in old or key not in new:
+                return f"{where}{key}"
+            found = _first_difference(old[key], new[key], f"{where}{key}.")
+            if found:
+                return found
+        return None
+    if isinstance(old, list) and isinstance(new, list):
+        for i, (a, b) in enumerate(zip(old, new, strict=False)):
+            found = _first_difference(a, b, f"{where}{i}.")
+            if found:
+                return found
+        return None if len(old) == len(new) else f"{where}length"
+    return None if old == new else where.rstrip(".")
+
+
+def verify(experiment: Experiment) -> tuple[dict[str, Any], list[PlannedCall], Any]:
+    """Recompute the plan; refuse unless it equals the frozen one. Returns the frozen plan, the
+    calls and the retrieval table (so that nothing is computed twice)."""
+    path = plan_path(experiment)
+    if not path.exists():
+        raise PlanMismatch(f"{path}: no frozen plan; run `fragbench freeze {experiment.dir}` "
+                           "and commit experiment.json before collecting.")
+    try:
+        frozen = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlanMismatch(f"{path}: unreadable frozen plan ({exc}); restore it from version "
+                           "control or freeze again.") from None
+    table = main_retrieval(experiment)
+    calls = schedule(experiment, table)
+    now = build_plan(experiment, calls)
+    stored = {k: v for k, v in frozen.items() if k != "recorded"} if isinstance(frozen, dict) \
+        else frozen
+    where = _first_difference(stored, now)
+    if where is not None:
+        raise PlanMismatch(
+            f"{path}: the frozen plan no longer matches the code and files ({where} differs); "
+            "restore what changed, or freeze a new plan deliberately before collecting."
+        )
+    return frozen, calls, table

@@ -1,0 +1,140 @@
+"""Plugin discovery and the registry of named chunkers, scorers, backends and measures.
+
+Built-in plugins are modules registered exactly like third-party ones: through the hooks in
+`hookspecs`. Third-party plugins are found through the `fragbench` entry-point group.
+`FRAGBENCH_LOAD_PLUGINS` (a comma-separated list of distribution names; empty for none) limits
+which third-party plugins load. `FRAGBENCH_TRACE_HOOKS=1` prints every hook call to stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import os
+import sys
+from typing import Any
+
+import attrs
+import pluggy
+
+from fragbench import hookspecs
+from fragbench.errors import PluginError
+
+DEFAULT_PLUGINS = (
+    "fragbench.builtin.chunkers",
+    "fragbench.builtin.scorers",
+    "fragbench.builtin.extractive",
+    "fragbench.builtin.openai_backend",
+    "fragbench.builtin.measures",
+)
+
+# kind -> (hook name, attributes a registered object must have)
+KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "chunker": ("register_chunkers", ("name", "chunk")),
+    "scorer": ("register_scorers", ("name", "score")),
+    "backend": ("register_backends", ("name", "is_model", "label", "check_params", "open")),
+    "measure": ("register_measures", ("name", "kind", "compute")),
+}
+
+
+@attrs.frozen
+class Entry:
+    kind: str
+    name: str
+    obj: Any
+    origin: str
+    """The distribution that registered it (`fragbench` for built-ins)."""
+    version: str
+    builtin: bool
+
+
+class Registry:
+    def __init__(self, entries: list[Entry]) -> None:
+        self.entries = entries
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(e.name for e in self.entries if e.kind == kind)
+
+    def entry(self, kind: str, name: str, where: str = "") -> Entry:
+        for e in self.entries:
+            if e.kind == kind and e.name == name:
+                return e
+        known = ", ".join(self.names(kind)) or "none"
+        prefix = f"{where}: " if where else ""
+        raise PluginError(f"{prefix}no {kind} named {name!r} is registered; the {kind}s that "
+                          f"exist are: {known} (see `fragbench plugins`).")
+
+    def get(self, kind: str, name: str, where: str = "") -> Any:
+        return self.entry(kind, name, where).obj
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def plugin_manager() -> tuple[pluggy.PluginManager, dict[str, tuple[str, str]]]:
+    """The plugin manager, and plugin name -> (distribution, version) for third-party ones."""
+    pm = pluggy.PluginManager("fragbench")
+    pm.add_hookspecs(hookspecs)
+    for module in DEFAULT_PLUGINS:
+        pm.register(importlib.import_module(module), name=module)
+    allowed = os.environ.get("FRAGBENCH_LOAD_PLUGINS")
+    keep = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
+    origins: dict[str, tuple[str, str]] = {}
+    for ep in importlib.metadata.entry_points(group="fragbench"):
+        dist = ep.dist.name if ep.dist else ep.value
+        if keep is not None and dist not in keep:
+            continue
+        name = f"{dist}:{ep.name}"
+        if pm.has_plugin(name):
+            continue
+        try:
+            module = ep.load()
+        except Exception as exc:  # a broken plugin must not hide behind a traceback
+            raise PluginError(f"plugin {dist} (entry point {ep.value}) failed to import: "
+                              f"{exc}; fix or uninstall it.") from exc
+        pm.register(module, name=name)
+        origins[name] = (dist, ep.dist.version if ep.dist else "unknown")
+    pm.check_pending()
+    if os.environ.get("FRAGBENCH_TRACE_HOOKS"):
+        def before(hook_name: str, impls: Any, kwargs: Any) -> None:
+            print(f"fragbench hook: {hook_name} -> {[i.plugin_name for i in impls]}",
+                  file=sys.stderr)
+
+        def after(*_: Any) -> None:
+            return None
+
+        pm.add_hookcall_monitoring(before, after)
+    return pm, origins
+
+
+@functools.cache
+def registry() -> Registry:
+    """Load every plugin once and collect what each registers, refusing duplicate names."""
+    pm, origins = plugin_manager()
+    entries: list[Entry] = []
+    for kind, (hook_name, required) in KINDS.items():
+        for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls()):
+            builtin = impl.plugin_name not in origins
+            origin, version = origins.get(impl.plugin_name, ("fragbench", _version("fragbench")))
+
+            def register(obj: Any, *, _kind: str = kind, _origin: str = origin,
+                         _version_: str = version, _builtin: bool = builtin,
+                         _required: tuple[str, ...] = required) -> None:
+                missing = [a for a in _required if not hasattr(obj, a)]
+                if missing:
+                    raise PluginError(f"plugin {_origin} registered a {_kind} without "
+                                      f"{', '.join(missing)}; fix or uninstall that plugin.")
+                for e in entries:
+                    if e.kind == _kind and e.name == obj.name:
+                        raise PluginError(f"plugin {_origin} registers a {_kind} named "
+                                          f"{obj.name!r}, which {e.origin} already registered; "
+                                          "uninstall one of them or set FRAGBENCH_LOAD_PLUGINS.")
+                entries.append(Entry(_kind, obj.name, obj, _origin, _version_, _builtin))
+
+            impl.function(register=register)
+    return Registry(entries)

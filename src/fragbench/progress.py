@@ -1,0 +1,40 @@
+"""Progress of a collection on stderr: a bar on a terminal, one line per call otherwise (an
+unattended run's log keeps every call)."""
+
+from __future__ import annotations
+
+import sys
+from types import TracebackType
+
+from fragbench.collect import Progress
+
+
+class Reporter:
+    def __init__(self) -> None:
+        self._bar = None
+        self._task = None
+
+    def __enter__(self) -> Reporter:
+        return self
+
+    def _line(self, p: Progress) -> str:
+        ceiling = f" / ceiling {p.ceiling} USD" if p.ceiling is not None else ""
+        return f"call {p.seq}/{p.total} {p.call_id}: {p.status}; spent {p.spent} USD{ceiling}"
+
+    def update(self, p: Progress) -> None:
+        if not sys.stderr.isatty():
+            print(self._line(p), file=sys.stderr, flush=True)
+            return
+        if self._bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn
+
+            self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            transient=False)
+            self._bar.start()
+            self._task = self._bar.add_task("", total=p.total)
+        self._bar.update(self._task, completed=p.seq, description=self._line(p))
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._bar is not None:
+            self._bar.stop()

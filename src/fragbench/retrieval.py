@@ -1,0 +1,110 @@
+"""Retrieval: chunk every passage, score every chunk, select the top-k of each passage.
+
+One code path for every setting: the main setting is a row of the sensitivity matrix, never a
+separate computation. Selection belongs to the core, not the scorer: rank by score (highest
+first), ties to the chunk that comes first in the passage. Scores are compared after rounding to
+12 decimals, so that two ratios equal on paper but a last bit apart in floating point (1/sqrt(2)
+and 2/sqrt(8)) count as tied.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from fragbench.corpus import Case, questions_frame, sentences_frame
+from fragbench.interfaces import Chunker, Scorer
+
+PASSAGE = ["case", "lang", "variant"]
+TIE_DECIMALS = 12
+
+RETRIEVAL_SCHEMA = {
+    "case": "case ID",
+    "lang": "language code of the passage",
+    "variant": "sentence order (A, B, ...)",
+    "chunk_size": "sentences per chunk asked of the chunker",
+    "top_k": "chunks kept per passage",
+    "chunk": "0-based index of the chunk in passage order",
+    "fact_ids": "fact IDs of the chunk's sentences, passage order (space-joined in CSV)",
+    "score": "the scorer's score",
+    "rank": "1..top_k for selected chunks, null otherwise",
+    "selected": "whether the chunk is among the top_k",
+    "tied": "whether another chunk of the same passage and chunk size has the same score",
+    "text": "the chunk's sentences joined by one space",
+}
+
+
+def score_chunks(
+    cases: list[Case],
+    chunker: Chunker,
+    scorer: Scorer,
+    chunk_sizes: list[int],
+    langs: list[str] | None = None,
+) -> pl.DataFrame:
+    """Chunks of every passage at every chunk size, scored in one batch."""
+    sentences = sentences_frame(cases, langs)
+    chunks = pl.concat(
+        [
+            chunker.chunk(sentences, size).with_columns(pl.lit(size, pl.Int32).alias("chunk_size"))
+            for size in chunk_sizes
+        ],
+        how="vertical_relaxed",
+    )
+    return scorer.score(chunks, questions_frame(cases, langs))
+
+
+def select(scored: pl.DataFrame, top_ks: list[int]) -> pl.DataFrame:
+    """One row per chunk and top-k: rank, selected and tied, ordered for reading."""
+    group = [*PASSAGE, "chunk_size"]
+    ranked = scored.with_columns(
+        pl.col("score").round(TIE_DECIMALS).alias("_key"),
+    ).with_columns(
+        (pl.len().over([*group, "_key"]) > 1).alias("tied"),
+        pl.struct(-pl.col("_key"), pl.col("chunk"))
+        .rank("ordinal")
+        .over(group)
+        .cast(pl.Int32)
+        .alias("_order"),
+    )
+    frames = [
+        ranked.with_columns(
+            pl.lit(k, pl.Int32).alias("top_k"),
+            pl.when(pl.col("_order") <= k).then(pl.col("_order")).alias("rank"),
+        )
+        for k in top_ks
+    ]
+    table = pl.concat(frames).with_columns(pl.col("rank").is_not_null().alias("selected"))
+    first = ["case", "lang", "variant", "chunk_size", "top_k", "chunk", "fact_ids", "score",
+             "rank", "selected", "tied"]
+    rest = [c for c in table.columns if c not in first and not c.startswith("_")]
+    return table.select(first + rest).sort(["case", "lang", "variant", "chunk_size", "top_k",
+                                            "chunk"])
+
+
+def retrieve(
+    cases: list[Case],
+    chunker: Chunker,
+    scorer: Scorer,
+    settings: list[tuple[int, int]],
+    langs: list[str] | None = None,
+) -> pl.DataFrame:
+    """The retrieval table for every (chunk_size, top_k) setting."""
+    sizes = sorted({s for s, _ in settings})
+    scored = score_chunks(cases, chunker, scorer, sizes, langs)
+    table = select(scored, sorted({k for _, k in settings}))
+    wanted = pl.DataFrame(settings, schema={"chunk_size": pl.Int32, "top_k": pl.Int32},
+                          orient="row")
+    return table.join(wanted, on=["chunk_size", "top_k"], how="semi")
+
+
+def selected_facts(table: pl.DataFrame, chunk_size: int, top_k: int) -> dict[tuple[str, str, str],
+                                                                            list[str]]:
+    """(case, lang, variant) -> the fact IDs of the selected chunks, in passage order."""
+    chosen = (
+        table.filter(
+            pl.col("selected"), pl.col("chunk_size") == chunk_size, pl.col("top_k") == top_k
+        )
+        .sort([*PASSAGE, "chunk"])
+        .group_by(PASSAGE, maintain_order=True)
+        .agg(pl.col("fact_ids").list.explode(keep_nulls=False, empty_as_null=False))
+    )
+    return {(c, lang, v): list(ids) for c, lang, v, ids in chosen.iter_rows()}

@@ -1,0 +1,137 @@
+"""`fragbench run`: verify the frozen plan, record retrieval, collect a series, derive tables.
+
+Everything a user can get wrong (config, corpus, plan, series name, budget, key) is checked
+before the series folder is created: a refusal writes nothing and spends nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import attrs
+
+from fragbench.budget import balance
+from fragbench.collect import Progress, Stop, collect
+from fragbench.config import load_experiment
+from fragbench.corpus import facts_frame
+from fragbench.errors import BudgetError, ConfigError, SeriesError
+from fragbench.journal import JOURNAL_FILE, Journal, budget_spent, now, read_journal, spent
+from fragbench.plan import call_reservation, plan_path, verify
+from fragbench.plugins import registry
+from fragbench.series import derive_tables, write_json, write_parquet
+
+SERIES_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD)$", re.IGNORECASE)
+
+
+@attrs.frozen
+class RunResult:
+    series_dir: Path
+    backend: str
+    is_model: bool
+    label: str
+    calls: int
+    sent: int
+    spent_usd: Decimal
+    stop: Stop | None
+
+
+def secrets_in_env() -> list[str]:
+    """Values that must never be written: every *_API_KEY, *_TOKEN, *_SECRET, *PASSWORD."""
+    return [v for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v) >= 8]
+
+
+def existing_series_error(series_dir: Path, name: str) -> SeriesError:
+    journal = series_dir / JOURNAL_FILE
+    records = read_journal(journal) if journal.exists() else []
+    stop = next((r for r in records if r.get("type") == "stop"), None)
+    if stop:
+        return SeriesError(
+            f"{series_dir}: series {name!r} stopped at call {stop['seq']} ({stop['reason']}: "
+            f"{stop['detail']}) and is final; collecting again means a new series name "
+            f"(--series {name}-2), whose budget check counts what this one spent.")
+    return SeriesError(f"{series_dir}: series {name!r} is already recorded and is never appended "
+                       "to or overwritten; choose another --series name.")
+
+
+def run(
+    experiment_dir: Path,
+    series: str | None = None,
+    backend: str | None = None,
+    out: Path = Path("outputs"),
+    on_progress: Callable[[Progress], None] = lambda p: None,
+) -> RunResult:
+    experiment = load_experiment(experiment_dir)
+    _, calls, retrieval_table = verify(experiment)
+
+    if backend is None:
+        backend = series if series in experiment.backends else experiment.default_backend
+    if backend not in experiment.backends:
+        raise ConfigError(f"{experiment.config_path}: has no backend {backend!r}; the backends "
+                          f"are {', '.join(experiment.backends)}.")
+    backend_cfg = experiment.backends[backend]
+    series = series or backend
+    if not SERIES_NAME.fullmatch(series):
+        raise SeriesError(f"series name {series!r} is not usable as a folder name; use letters, "
+                          "digits, '.', '_' and '-'.")
+    series_dir = out / experiment.id / series
+    if series_dir.exists():
+        raise existing_series_error(series_dir, series)
+
+    reservations = {c.seq: call_reservation(c, backend_cfg, experiment) for c in calls}
+    budget = experiment.budget if backend_cfg.pricing is not None else None
+    if budget is not None:
+        already = budget_spent(out, budget.id)
+        available = balance(budget, already)
+        total = sum(reservations.values(), Decimal(0))
+        if total > available:
+            raise BudgetError(
+                f"the {len(calls)} planned calls reserve {total} USD but budget {budget.id!r} "
+                f"has {available} USD left (ceiling {budget.ceiling_usd}, prior "
+                f"{budget.prior_spend_usd}, recorded series {already}); nothing was sent.")
+
+    plugin = registry().get("backend", backend_cfg.plugin)
+    session = plugin.open(backend_cfg.params)
+    try:
+        series_dir.mkdir(parents=True)
+        shutil.copyfile(plan_path(experiment), series_dir / "plan.json")
+        info = {
+            "experiment": experiment.id,
+            "series": series,
+            "backend": backend,
+            "backend_plugin": backend_cfg.plugin,
+            "is_model": plugin.is_model,
+            "label": plugin.label,
+            "endpoint": session.endpoint,
+            "budget": budget.id if budget else None,
+            "plan_sha256": hashlib.sha256(plan_path(experiment).read_bytes()).hexdigest(),
+            "started_at": now(),
+        }
+        write_json(info, series_dir / "series.json")
+        write_parquet(facts_frame(experiment.cases, list(experiment.languages)),
+                      series_dir / "facts.parquet")
+        write_parquet(retrieval_table, series_dir / "retrieval.parquet")
+        journal = Journal(series_dir / JOURNAL_FILE, redact=secrets_in_env())
+        try:
+            journal.append({"type": "header", "experiment": experiment.id, "series": series,
+                            "backend": backend, "budget": info["budget"],
+                            "plan_sha256": info["plan_sha256"], "calls": len(calls)})
+            stop = collect(calls, reservations, session, backend_cfg, journal, budget, out,
+                           on_progress)
+        finally:
+            journal.close()
+    finally:
+        session.close()
+    derive_tables(series_dir)
+    records = read_journal(series_dir / JOURNAL_FILE)
+    return RunResult(
+        series_dir=series_dir, backend=backend, is_model=plugin.is_model, label=plugin.label,
+        calls=len(calls), sent=sum(r.get("type") == "reserve" for r in records),
+        spent_usd=spent(records), stop=stop,
+    )

@@ -1,0 +1,174 @@
+"""A recorded series on disk, and the tables derived from it.
+
+A series folder holds what was recorded while collecting: `plan.json` (a copy of the frozen
+plan), `series.json` (who collected, with what backend and endpoint), `facts.parquet`,
+`retrieval.parquet` and the append-only `journal.jsonl`. Every other table (`calls.parquet`, the
+measures' tables) is derived from those alone, so `fragbench measure` rebuilds them at any time
+with no call, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from fragbench.answers import parse_answer
+from fragbench.errors import SeriesError
+from fragbench.interfaces import MeasureInput
+from fragbench.journal import JOURNAL_FILE, read_journal, spent
+
+CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
+    "call_id": (pl.String, "planned call ID: case-lang-variant-mode-rREP"),
+    "seq": (pl.Int32, "position in the frozen schedule, from 1"),
+    "case": (pl.String, "case ID"),
+    "lang": (pl.String, "language code"),
+    "variant": (pl.String, "sentence order"),
+    "mode": (pl.String, "retrieval or full"),
+    "rep": (pl.Int32, "repetition, from 1"),
+    "backend": (pl.String, "backend plugin name"),
+    "is_model": (pl.Boolean, "false for a non-model baseline"),
+    "status": (pl.String, "completed, incomplete, failed, cancelled, queued, in_progress, "
+                          "interrupted (sent, outcome never recorded) or not_sent"),
+    "stop_reason": (pl.String, "on the call where the series stopped: technical_failure, "
+                               "changed_model, unknown_cost, budget; null elsewhere"),
+    "stop_detail": (pl.String, "why, in words"),
+    "failure": (pl.String, "technical failure kind: http_error, timeout, connection, bad_body, "
+                           "bad_response"),
+    "http_status": (pl.Int32, "HTTP status of a failed request"),
+    "error": (pl.String, "error message (the provider's, or the failure's)"),
+    "model": (pl.String, "model as returned"),
+    "service_tier": (pl.String, "service tier as returned"),
+    "request_id": (pl.String, "provider request ID"),
+    "input_tokens": (pl.Int64, "usage.input_tokens"),
+    "cached_tokens": (pl.Int64, "usage.input_tokens_details.cached_tokens"),
+    "cache_write_tokens": (pl.Int64, "usage.input_tokens_details.cache_write_tokens"),
+    "output_tokens": (pl.Int64, "usage.output_tokens (reasoning included)"),
+    "reasoning_tokens": (pl.Int64, "usage.output_tokens_details.reasoning_tokens"),
+    "cost_usd": (pl.Float64, "usage-based cost; null when unknown"),
+    "cost_unknown": (pl.String, "why the cost is unknown, if it is"),
+    "reserved_usd": (pl.Float64, "the call's reservation; null when not sent"),
+    "counted_usd": (pl.Float64, "what the budget counts: cost if known, else the reservation"),
+    "supplied_ids": (pl.List(pl.String), "fact IDs given to the model, in the order shown"),
+    "request_sha256": (pl.String, "sha256 of the exact request text, as frozen"),
+    "parsed": (pl.Boolean, "the answer text is valid JSON for the schema"),
+    "parse_error": (pl.String, "why not"),
+    "answer": (pl.String, "the parsed answer"),
+    "citations": (pl.List(pl.Struct({"id": pl.String, "extract": pl.String})),
+                  "the parsed citations, in order"),
+    "refusal": (pl.String, "refusal text, if the model refused"),
+    "incomplete_reason": (pl.String, "incomplete_details.reason"),
+    "text": (pl.String, "the raw answer text"),
+    "raw_response": (pl.String, "the raw response body (JSON), never a header"),
+}
+
+
+def write_parquet(frame: pl.DataFrame, path: Path) -> None:
+    """Atomic: a crash leaves the old file or the new one, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    frame.write_parquet(tmp)
+    tmp.replace(path)
+
+
+def write_json(value: Any, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SeriesError(f"{path}: cannot be read as JSON ({exc}); is this a series folder?") \
+            from None
+
+
+def series_state(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """complete, stopped or interrupted (no end or stop record), with the stop if any."""
+    stop = next((r for r in records if r.get("type") == "stop"), None)
+    ended = any(r.get("type") == "end" for r in records)
+    state = "complete" if ended else "stopped" if stop else "interrupted"
+    return {"state": state, "stop": stop, "spent_usd": str(spent(records))}
+
+
+def calls_table(plan: dict[str, Any], info: dict[str, Any],
+                records: list[dict[str, Any]]) -> pl.DataFrame:
+    """One row per planned call, sent or not, from the plan and the journal."""
+    reserves = {r["call_id"]: r for r in records if r.get("type") == "reserve"}
+    outcomes = {r["call_id"]: r for r in records if r.get("type") == "outcome"}
+    stops = {r["call_id"]: r for r in records if r.get("type") == "stop"}
+    rows = []
+    for planned in plan["schedule"]:
+        cid = planned["id"]
+        out = outcomes.get(cid, {})
+        res = reserves.get(cid)
+        stop = stops.get(cid, {})
+        usage = out.get("usage") or {}
+        status = out.get("status") or ("interrupted" if res else "not_sent")
+        reserved = Decimal(res["reserved_usd"]) if res else None
+        known = out.get("cost_usd")
+        counted = Decimal(known) if known is not None else reserved
+        parsed = parse_answer(out.get("text")) if out else None
+        rows.append({
+            "call_id": cid, "seq": planned["seq"], "case": planned["case"],
+            "lang": planned["lang"], "variant": planned["variant"], "mode": planned["mode"],
+            "rep": planned["rep"], "backend": info["backend"], "is_model": info["is_model"],
+            "status": status, "stop_reason": stop.get("reason"), "stop_detail": stop.get("detail"),
+            "failure": out.get("failure"), "http_status": out.get("http_status"),
+            "error": out.get("error"), "model": out.get("model"),
+            "service_tier": out.get("service_tier"), "request_id": out.get("request_id"),
+            "input_tokens": usage.get("input_tokens"), "cached_tokens": usage.get("cached_tokens"),
+            "cache_write_tokens": usage.get("cache_write_tokens"),
+            "output_tokens": usage.get("output_tokens"),
+            "reasoning_tokens": usage.get("reasoning_tokens"),
+            "cost_usd": float(known) if known is not None else None,
+            "cost_unknown": out.get("cost_unknown"),
+            "reserved_usd": float(reserved) if reserved is not None else None,
+            "counted_usd": float(counted) if counted is not None else None,
+            "supplied_ids": planned["supplied_ids"], "request_sha256": planned["request_sha256"],
+            "parsed": parsed.parsed if parsed else None,
+            "parse_error": parsed.error if parsed else None,
+            "answer": parsed.answer if parsed else None,
+            "citations": parsed.citations if parsed else None,
+            "refusal": out.get("refusal"), "incomplete_reason": out.get("incomplete_reason"),
+            "text": out.get("text"), "raw_response": out.get("raw"),
+        })
+    return pl.DataFrame(rows, schema={k: dtype for k, (dtype, _) in CALLS_SCHEMA.items()})
+
+
+def derive_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
+    """Rebuild calls.parquet and every measure's tables from what the series recorded."""
+    from fragbench.plugins import registry
+
+    plan = read_json(series_dir / "plan.json")
+    info = read_json(series_dir / "series.json")
+    journal = series_dir / JOURNAL_FILE
+    records = read_journal(journal) if journal.exists() else []
+    try:
+        facts = pl.read_parquet(series_dir / "facts.parquet")
+        retrieval = pl.read_parquet(series_dir / "retrieval.parquet")
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise SeriesError(f"{series_dir}: a recorded table is missing or unreadable ({exc}).") \
+            from None
+    calls = calls_table(plan, info, records)
+    tables = {"calls": calls}
+    data = MeasureInput(facts=facts, retrieval=retrieval, calls=calls)
+    reg = registry()
+    for name in plan["parameters"]["measures"]:
+        for table_name, frame in reg.get("measure", name).compute(data).items():
+            if table_name in tables:
+                raise SeriesError(f"measure {name} writes a table {table_name!r} that another "
+                                  "table already has; rename it in the plugin.")
+            tables[table_name] = frame
+    for table_name, frame in tables.items():
+        write_parquet(frame, series_dir / f"{table_name}.parquet")
+    write_json({**info, **series_state(records)}, series_dir / "status.json")
+    return tables
