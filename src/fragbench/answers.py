@@ -37,6 +37,7 @@ def parse_answer(text: str | None) -> ParsedAnswer:
     for item in data["citations"]:
         if (not isinstance(item, dict) or set(item) != {"id", "extract"}
                 or not all(isinstance(v, str) for v in item.values())):
-            return ParsedAnswer(False, None, None, "a citation is not {id: string, extract: string}")
+            return ParsedAnswer(False, None, None,
+                                "a citation is not {id: string, extract: string}")
         citations.append({"id": item["id"], "extract": item["extract"]})
     return ParsedAnswer(True, data["answer"], citations, None)

@@ -110,7 +110,9 @@ class _Reader:
         self.path, self.data, self.prefix = path, data, prefix
 
     def fail(self, key: str, message: str) -> ConfigError:
-        return ConfigError(f"{self.path}: {self.prefix}{key} {message}; fix the config and run again.")
+        return ConfigError(
+            f"{self.path}: {self.prefix}{key} {message}; fix the config and run again."
+        )
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
         if key not in self.data:
@@ -118,7 +120,7 @@ class _Reader:
                 raise self.fail(key, "is missing")
             return default
         value = self.data[key]
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise self.fail(key, f"has the wrong type ({type(value).__name__})")
         return value
 
@@ -192,7 +194,9 @@ def _load_prompt(path: Path, lang: str) -> Prompt:
         try:
             template.format(**{f: "" for f in fields})
         except (KeyError, IndexError, ValueError) as exc:
-            raise reader.fail("input/sentence", f"has an unknown or malformed placeholder ({exc})")
+            raise reader.fail(
+                "input/sentence", f"has an unknown or malformed placeholder ({exc})"
+            ) from None
     return prompt
 
 
@@ -276,7 +280,9 @@ def load_experiment(path: Path) -> Experiment:
         raise ConfigError(f"{schema_path}: cannot be read ({exc.strerror}); check prompts.schema "
                           f"in {config_path}.") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{schema_path}: is not valid JSON ({exc}); fix the schema file.") from None
+        raise ConfigError(
+            f"{schema_path}: is not valid JSON ({exc}); fix the schema file."
+        ) from None
     if not isinstance(schema, dict):
         raise ConfigError(f"{schema_path}: must hold a JSON object (a JSON schema).")
 

@@ -21,8 +21,8 @@ class Chunker(Protocol):
 
         `sentences` has one row per sentence: case, lang, variant, position (0-based, passage
         order), fact_id, text. Return one row per chunk: case, lang, variant, chunk (0-based, in
-        passage order), fact_ids (list, passage order), sentences (list of texts), text (the
-        sentences joined by one space).
+        passage order), fact_ids (list, passage order), text (the sentences joined by one
+        space).
         """
         ...
 

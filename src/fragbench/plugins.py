@@ -118,7 +118,8 @@ def registry() -> Registry:
     pm, origins = plugin_manager()
     entries: list[Entry] = []
     for kind, (hook_name, required) in KINDS.items():
-        for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls()):
+        # Registration order: built-ins first, so a plugin cannot shadow a built-in name.
+        for impl in getattr(pm.hook, hook_name).get_hookimpls():
             builtin = impl.plugin_name not in origins
             origin, version = origins.get(impl.plugin_name, ("fragbench", _version("fragbench")))
 

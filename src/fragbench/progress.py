@@ -26,7 +26,8 @@ class Reporter:
             print(self._line(p), file=sys.stderr, flush=True)
             return
         if self._bar is None:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+            from rich.progress import Progress as Bar
 
             self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             transient=False)

@@ -14,7 +14,7 @@ The stopword lists hold function words only. No negation or condition word (not,
 unless, before, after, until, without, except, sans, sauf, si, ne, pas, avant, après, jusqu,
 seulement, moins, plus, …) may be in them, so that the words carrying conditions can score; no
 word that is a content word in the list's language (French `an` is a year). The French list holds
-the elided fragments (l, d, j, m, n, s, t, c, qu), as the issue fixes it; `n` is the elided `ne`, but
+the elided fragments (l, d, j, m, n, s, t, c, qu), as the spec fixes it; `n` is the elided `ne`, but
 the negation survives in `pas`, `jamais`, `sans`, which stay. Homographs of content words are left
 out even when their function-word sense is the frequent one: English `can`, `will`; French `est`
 (east), `son` (sound), `ete` (été, summer).

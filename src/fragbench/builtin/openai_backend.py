@@ -128,7 +128,9 @@ class OpenAISession:
             raise BackendFailure("timeout", "the request timed out; the server may have "
                                  "received and billed it") from None
         except openai.APIConnectionError as exc:
-            raise BackendFailure("connection", f"connection error ({type(exc.__cause__).__name__ if exc.__cause__ else 'no detail'}); the server may have received and billed the request") from None
+            cause = type(exc.__cause__).__name__ if exc.__cause__ else "no detail"
+            raise BackendFailure("connection", f"connection error ({cause}); the server may "
+                                 "have received and billed the request") from None
         except openai.APIStatusError as exc:
             raise BackendFailure("http_error", f"HTTP {exc.status_code} from the API",
                                  http_status=exc.status_code, raw=exc.response.text,

@@ -42,7 +42,10 @@ class SqrtLexical:
             )
             .with_columns(
                 pl.when(pl.col("n_terms") > 0)
-                .then(pl.col("matched_terms").list.len() / pl.col("n_terms").cast(pl.Float64).sqrt())
+                .then(
+                    pl.col("matched_terms").list.len()
+                    / pl.col("n_terms").cast(pl.Float64).sqrt()
+                )
                 .otherwise(0.0)
                 .alias("score")
             )

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from loopback import Server
+
+ROOT = Path(__file__).resolve().parent.parent
+CANARY_KEY = "sk-proj-CANARYcanary0123456789abcdefXYZ"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A copy of the experiment and its corpus, laid out as in the repository."""
+    name = Path("experiments") / "protocol-1.0"
+    shutil.copytree(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "corpus", tmp_path / "corpus")
+    return tmp_path
+
+
+@pytest.fixture
+def experiment(workspace: Path) -> Path:
+    return workspace / "experiments" / "protocol-1.0"
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The real command, in a subprocess, as a user would run it."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "fragbench", *args], cwd=cwd or ROOT,
+                          env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    with Server() as srv:
+        yield srv

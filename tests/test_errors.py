@@ -1,0 +1,129 @@
+"""Every malformed corpus or config: one line naming the file and the fault, a non-zero exit,
+nothing written under outputs/."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+
+def edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, count), encoding="utf-8")
+
+
+def corpus(ws: Path) -> Path:
+    return ws / "corpus" / "0.2" / "price.toml"
+
+
+def config(ws: Path) -> Path:
+    return ws / "experiments" / "protocol-1.0" / "config.toml"
+
+
+Mutation = Callable[[Path], None]
+
+CASES: dict[str, tuple[Mutation, str, str]] = {
+    # name: (mutation, file named in the error, words the error must hold)
+    "bad TOML": (lambda ws: edit(corpus(ws), 'id = "price"', 'id = "price'),
+                 "price.toml", "not valid TOML"),
+    "variant not a permutation": (
+        lambda ws: edit(corpus(ws), 'B = ["F4", "F1", "F6", "F2", "F5", "F3"]',
+                        'B = ["F4", "F1", "F6", "F2", "F5", "F7"]'),
+        "price.toml", "variant B is not a permutation"),
+    "duplicate ID in a variant": (
+        lambda ws: edit(corpus(ws), 'B = ["F4", "F1", "F6", "F2", "F5", "F3"]',
+                        'B = ["F4", "F1", "F6", "F2", "F5", "F5"]'),
+        "price.toml", "repeats F5"),
+    "fact missing in one language": (
+        lambda ws: edit(corpus(ws), "facts.F6 = \"Tous les prix", "factsX = \"Tous les prix"),
+        "price.toml", "[fr] lacks F6"),
+    "condition that is no fact": (
+        lambda ws: edit(corpus(ws), 'conditions = ["F2", "F3", "F5", "F6"]',
+                        'conditions = ["F2", "F3", "F5", "F9"]'),
+        "price.toml", "F9, which is no fact"),
+    "duplicate condition IDs": (
+        lambda ws: edit(corpus(ws), 'conditions = ["F2", "F3", "F5", "F6"]',
+                        'conditions = ["F2", "F3", "F5", "F5"]'),
+        "price.toml", "conditions repeats F5"),
+    "empty sentence": (
+        lambda ws: edit(corpus(ws), 'facts.F4 = "Our quotes are based on the word count of the '
+                        'source document, as measured by our online quoting tool."',
+                        'facts.F4 = "  "'),
+        "price.toml", "facts.F4 is empty"),
+    "missing key": (lambda ws: edit(corpus(ws), 'license = "CC-BY-4.0"\n', ""),
+                    "price.toml", "lacks the key(s) license"),
+    "duplicate case ID across files": (
+        lambda ws: edit(ws / "corpus" / "0.2" / "delay.toml", 'id = "delay"', 'id = "price"'),
+        "delay.toml", "also used by"),
+    "unknown chunker": (
+        lambda ws: edit(config(ws), 'chunker = "sentence-groups"', 'chunker = "sentences"'),
+        "config.toml", "the chunkers that exist are: sentence-groups"),
+    "unknown measure": (
+        lambda ws: edit(config(ws), 'measures = ["availability"', 'measures = ["fidelity"'),
+        "config.toml", "the measures that exist are: availability"),
+    "config not TOML": (lambda ws: edit(config(ws), "repetitions = 3", "repetitions = = 3"),
+                        "config.toml", "not valid TOML"),
+    "config value of the wrong type": (
+        lambda ws: edit(config(ws), "chunk_size = 3", 'chunk_size = "three"'),
+        "config.toml", "retrieval.chunk_size has the wrong type"),
+    "zero repetitions": (lambda ws: edit(config(ws), "repetitions = 3", "repetitions = 0"),
+                         "config.toml", "repetitions must be at least 1"),
+    "unknown mode": (
+        lambda ws: edit(config(ws), 'modes = ["retrieval", "full"]',
+                        'modes = ["retrieval", "all"]'),
+        "config.toml", "the modes are retrieval, full"),
+    "missing prompt file": (lambda ws: (ws / "experiments/protocol-1.0/prompts/fr.toml").unlink(),
+                            "fr.toml", "cannot be read"),
+    "prompt with an unknown placeholder": (
+        lambda ws: edit(ws / "experiments/protocol-1.0/prompts/en.toml", "{question}",
+                        "{questoin}"),
+        "en.toml", "unknown or malformed placeholder"),
+    "schema not JSON": (
+        lambda ws: (ws / "experiments/protocol-1.0/schema.json").write_text("{", encoding="utf-8"),
+        "schema.json", "not valid JSON"),
+    "language the corpus lacks": (
+        lambda ws: edit(config(ws), 'languages = ["en", "fr"]', 'languages = ["en", "de"]'),
+        "price.toml", "has no [de] passage"),
+    "main setting outside the matrix": (
+        lambda ws: edit(config(ws), "top_ks = [1, 2]", "top_ks = [2]"),
+        "config.toml", "main setting"),
+    "missing pricing for a model backend": (
+        lambda ws: edit(config(ws), "[backends.openai.pricing]", "[pricing_elsewhere]"),
+        "config.toml", "pricing is missing"),
+    "unknown backend parameter": (
+        lambda ws: edit(config(ws), "store = false", "store = false\ntemperature = 0.2"),
+        "config.toml", "unknown parameter(s) temperature"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_malformed_input_is_one_clear_line_and_writes_nothing(workspace: Path, name: str) -> None:
+    mutate, filename, words = CASES[name]
+    mutate(workspace)
+    out = workspace / "outputs"
+    result = run_cli("run", str(workspace / "experiments/protocol-1.0"), "--series", "extractive",
+                     "--out", str(out))
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert filename in lines[0] and words in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_missing_experiment_folder(tmp_path: Path) -> None:
+    result = run_cli("plan", str(tmp_path / "nowhere"))
+    assert result.returncode != 0
+    assert re.search(r"nowhere.*no such experiment config", result.stderr)
+
+
+def test_bad_series_name_writes_nothing(experiment: Path, workspace: Path) -> None:
+    result = run_cli("run", str(experiment), "--series", "../escape", "--backend", "extractive",
+                     "--out", str(workspace / "outputs"))
+    assert result.returncode != 0 and "not usable as a folder name" in result.stderr
+    assert not (workspace / "outputs").exists()

@@ -1,0 +1,83 @@
+"""`fragbench run` end to end offline, with the extractive (non-model) baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import run_cli
+
+
+@pytest.fixture
+def series(experiment: Path, workspace: Path) -> Path:
+    result = run_cli("run", str(experiment), "--series", "extractive",
+                     "--out", str(workspace / "outputs"))
+    assert result.returncode == 0, result.stderr
+    assert "non-model baseline" in result.stdout
+    assert "72 of 72 calls sent; spent 0 USD" in result.stdout
+    return workspace / "outputs" / "protocol-1.0" / "extractive"
+
+
+def test_series_holds_every_table(series: Path) -> None:
+    for name in ("plan.json", "series.json", "status.json", "journal.jsonl", "facts.parquet",
+                 "retrieval.parquet", "availability.parquet", "calls.parquet"):
+        assert (series / name).exists(), name
+    info = json.loads((series / "series.json").read_text(encoding="utf-8"))
+    assert info["is_model"] is False and info["backend"] == "extractive"
+    assert info["budget"] is None
+    status = json.loads((series / "status.json").read_text(encoding="utf-8"))
+    assert status["state"] == "complete"
+
+
+def test_calls_table_answers_with_supplied_sentences(series: Path) -> None:
+    calls = pl.read_parquet(series / "calls.parquet")
+    assert calls.height == 72
+    assert calls["status"].unique().to_list() == ["completed"]
+    assert calls["is_model"].unique().to_list() == [False]
+    assert calls["cost_usd"].sum() == 0
+    facts = pl.read_parquet(series / "facts.parquet")
+    sentence = {(r["case"], r["lang"], r["fact_id"]): r["text"] for r in facts.to_dicts()}
+    for row in calls.to_dicts():
+        assert row["parsed"] is True
+        for citation in row["citations"]:
+            assert citation["id"] in row["supplied_ids"]
+            assert citation["extract"] == sentence[(row["case"], row["lang"], citation["id"])]
+
+
+def test_sensitivity_matrix_and_availability_publish_all_four_settings(series: Path) -> None:
+    retrieval = pl.read_parquet(series / "retrieval.parquet")
+    settings = retrieval.select("chunk_size", "top_k").unique().sort("chunk_size", "top_k")
+    assert settings.rows() == [(2, 1), (2, 2), (3, 1), (3, 2)]
+    availability = pl.read_parquet(series / "availability.parquet")
+    retrieval_rows = availability.filter(pl.col("mode") == "retrieval")
+    assert retrieval_rows.height == 3 * 2 * 2 * 4
+    assert availability.filter(pl.col("mode") == "full")["n_conditions_supplied"].to_list() == \
+        [4] * 12
+    for row in retrieval_rows.to_dicts():
+        assert row["n_conditions"] == 4
+        assert set(row["conditions_supplied"]) | set(row["conditions_missing"]) == set(
+            row["conditions"])
+        assert sorted(row["conditions_supplied"] + row["others_supplied"]) == sorted(
+            row["supplied_ids"])
+        assert len(row["supplied_ids"]) <= row["chunk_size"] * row["top_k"]
+
+
+def test_a_recorded_series_is_never_overwritten(series: Path, experiment: Path) -> None:
+    before = {p.name: p.read_bytes() for p in series.iterdir()}
+    result = run_cli("run", str(experiment), "--series", "extractive",
+                     "--out", str(series.parent.parent))
+    assert result.returncode != 0
+    assert "already recorded" in result.stderr and "another --series" in result.stderr
+    assert {p.name: p.read_bytes() for p in series.iterdir()} == before
+
+
+def test_measure_rebuilds_the_tables_byte_for_byte(series: Path) -> None:
+    before = {p.name: p.read_bytes() for p in series.glob("*.parquet")}
+    for name in ("calls.parquet", "availability.parquet"):
+        (series / name).unlink()
+    result = run_cli("measure", str(series))
+    assert result.returncode == 0, result.stderr
+    after = {p.name: p.read_bytes() for p in series.glob("*.parquet")}
+    assert after == before
