@@ -15,7 +15,7 @@ from typing import Any
 
 
 def response_body(text: str, *, model: str = "gpt-6-astra-2026-09-30", status: str = "completed",
-                  service_tier: str = "default", usage: dict[str, Any] | None = None,
+                  service_tier: str = "default", usage: Any = None,
                   refusal: str | None = None, incomplete_reason: str | None = None,
                   number: int = 0) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
@@ -33,12 +33,15 @@ def response_body(text: str, *, model: str = "gpt-6-astra-2026-09-30", status: s
                     "status": "completed", "content": content}],
         "usage": usage if usage is not None else default_usage(number),
     }
+    if usage == "omit":
+        del body["usage"]
     if status == "failed":
         body["error"] = {"code": "server_error", "message": "The model failed."}
     return body
 
 
 def default_usage(number: int) -> dict[str, Any]:
+    """Different for every request, so that a cost attributed to the wrong call shows."""
     return {"input_tokens": 400 + number, "input_tokens_details": {"cached_tokens": 100,
             "cache_write_tokens": 50}, "output_tokens": 300 + number,
             "output_tokens_details": {"reasoning_tokens": 200}, "total_tokens": 700 + 2 * number}

@@ -69,5 +69,11 @@ def cost(usage: Usage | None, pricing: Pricing) -> Decimal:
     return total / pricing.per_tokens
 
 
+def usd(amount: Decimal) -> str:
+    """Plain decimal notation (never `0E-6`), exact: what journals and messages show."""
+    text = format(amount, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def balance(budget: Budget, spent: Decimal) -> Decimal:
     return budget.ceiling_usd - budget.prior_spend_usd - spent

@@ -100,6 +100,7 @@ def run(
                                       "<series>.")] = Path("outputs"),
 ) -> None:
     """Verify the frozen plan, then record retrieval and collect a series. Never prompts."""
+    from fragbench.budget import usd
     from fragbench.progress import Reporter
     from fragbench.run import run as do_run
 
@@ -108,7 +109,7 @@ def run(
                         on_progress=reporter.update)
     kind = "" if result.is_model else ": a non-model baseline, not a model's result"
     typer.echo(f"series {result.series_dir.name}: backend {result.label}{kind}")
-    typer.echo(f"{result.sent} of {result.calls} calls sent; spent {result.spent_usd} USD")
+    typer.echo(f"{result.sent} of {result.calls} calls sent; spent {usd(result.spent_usd)} USD")
     typer.echo(f"outputs in {result.series_dir}")
     if result.stop:
         _err(f"series stopped at call {result.stop.seq} ({result.stop.call_id}): "

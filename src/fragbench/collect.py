@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from fragbench.budget import UnknownCost, balance, cost
+from fragbench.budget import UnknownCost, balance, cost, usd
 from fragbench.config import BackendConfig, Budget
 from fragbench.interfaces import BackendFailure, Reply, Session
 from fragbench.journal import Journal, budget_spent
@@ -55,6 +55,9 @@ class Progress:
     call_id: str
     status: str
     spent: Decimal
+    """Counted by this series so far."""
+    budget_used: Decimal | None
+    """Prior spend plus every series drawing on the budget, from the journals; None if unpriced."""
     ceiling: Decimal | None
 
 
@@ -82,8 +85,16 @@ def _priced(reply: Reply, backend: BackendConfig, reserved: Decimal) -> tuple[De
     except UnknownCost as exc:
         return None, str(exc)
     if amount > reserved:
-        return amount, f"cost {amount} USD exceeds the call's reservation of {reserved} USD"
+        return amount, (f"cost {usd(amount)} USD exceeds the call's reservation of "
+                        f"{usd(reserved)} USD")
     return amount, None
+
+
+def _progress(call: PlannedCall, total: int, status: str, spent_here: Decimal,
+              budget: Budget | None, root: Path) -> Progress:
+    used = None if budget is None else budget.prior_spend_usd + budget_spent(root, budget.id)
+    return Progress(call.seq, total, call.id, status, spent_here, used,
+                    budget.ceiling_usd if budget else None)
 
 
 def collect(
@@ -107,12 +118,12 @@ def collect(
             available = balance(budget, budget_spent(budget_root, budget.id))
             if still_planned > available:
                 stop = Stop("budget", f"the {len(calls) - index} calls still planned reserve "
-                            f"{still_planned} USD, the balance is {available} USD",
+                            f"{usd(still_planned)} USD, the balance is {usd(available)} USD",
                             call.id, call.seq)
                 journal.append({"type": "stop", **attrs.asdict(stop)})
                 return stop
         journal.append({"type": "reserve", "call_id": call.id, "seq": call.seq,
-                        "reserved_usd": str(reserved)})
+                        "reserved_usd": usd(reserved)})
         try:
             reply = session.send(call.request)
         except BackendFailure as failure:
@@ -125,8 +136,8 @@ def collect(
             })
             stop = Stop("technical_failure", failure.message, call.id, call.seq)
             journal.append({"type": "stop", **attrs.asdict(stop)})
-            on_progress(Progress(call.seq, len(calls), call.id, "failed", spent_here + reserved,
-                                 budget.ceiling_usd if budget else None))
+            spent_here += reserved
+            on_progress(_progress(call, len(calls), "failed", spent_here, budget, budget_root))
             return stop
 
         amount, unknown = _priced(reply, backend, reserved)
@@ -134,14 +145,13 @@ def collect(
             "type": "outcome", "call_id": call.id, "seq": call.seq, "status": reply.status,
             "model": reply.model, "service_tier": reply.service_tier,
             "request_id": reply.request_id, "usage": _usage_doc(reply),
-            "cost_usd": None if amount is None else str(amount), "cost_unknown": unknown,
+            "cost_usd": None if amount is None else usd(amount), "cost_unknown": unknown,
             "text": reply.text, "refusal": reply.refusal,
             "incomplete_reason": reply.incomplete_reason, "error": reply.error,
             "raw": reply.raw,
         })
         spent_here += reserved if amount is None else amount
-        on_progress(Progress(call.seq, len(calls), call.id, reply.status, spent_here,
-                             budget.ceiling_usd if budget else None))
+        on_progress(_progress(call, len(calls), reply.status, spent_here, budget, budget_root))
 
         stop = None
         if reply.status in FAILED_STATUSES:

@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from fragbench import text
-from fragbench.budget import reservation
+from fragbench.budget import reservation, usd
 from fragbench.config import BackendConfig, Experiment
 from fragbench.errors import PlanMismatch
 from fragbench.interfaces import Request
@@ -99,19 +99,15 @@ def _rel(path: Path, base: Path) -> str:
     return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
 
 
-def _money(value: Decimal) -> str:
-    return format(value.normalize(), "f") if value else "0"
-
-
 def _backend_doc(b: BackendConfig) -> dict[str, Any]:
     doc: dict[str, Any] = {"plugin": b.plugin, "params": b.params, "draws_on_budget":
                            b.pricing is not None}
     if b.pricing:
         p = b.pricing
         doc["pricing"] = {
-            "models": list(p.models), "per_tokens": p.per_tokens, "input": _money(p.input),
-            "cached_input": _money(p.cached_input), "cache_write": _money(p.cache_write),
-            "output": _money(p.output), "max_input_tokens": p.max_input_tokens,
+            "models": list(p.models), "per_tokens": p.per_tokens, "input": usd(p.input),
+            "cached_input": usd(p.cached_input), "cache_write": usd(p.cache_write),
+            "output": usd(p.output), "max_input_tokens": p.max_input_tokens,
             "read_on": p.read_on, "tier": p.tier, "currency": "USD",
         }
     return doc
@@ -174,12 +170,12 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
         "default_backend": experiment.default_backend,
         "budget": {
             "id": budget.id,
-            "ceiling_usd": _money(budget.ceiling_usd),
-            "prior_spend_usd": _money(budget.prior_spend_usd),
-            "balance_usd": _money(available),
+            "ceiling_usd": usd(budget.ceiling_usd),
+            "prior_spend_usd": usd(budget.prior_spend_usd),
+            "balance_usd": usd(available),
             "framing_tokens": budget.framing_tokens,
             "reserved_for": experiment.default_backend,
-            "total_reservation_usd": _money(sum(reserved, Decimal(0))),
+            "total_reservation_usd": usd(sum(reserved, Decimal(0))),
             "fits": sum(reserved, Decimal(0)) <= available,
         },
         "schedule": [
@@ -187,7 +183,7 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
              "mode": c.mode, "rep": c.rep, "supplied_ids": list(c.supplied_ids),
              "request_sha256": request_sha256(c.request),
              "request_bytes": len(request_text(c.request).encode("utf-8")),
-             "reserved_usd": _money(r)}
+             "reserved_usd": usd(r)}
             for c, r in zip(calls, reserved, strict=True)
         ],
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from types import TracebackType
 
+from fragbench.budget import usd
 from fragbench.collect import Progress
 
 
@@ -18,8 +19,10 @@ class Reporter:
         return self
 
     def _line(self, p: Progress) -> str:
-        ceiling = f" / ceiling {p.ceiling} USD" if p.ceiling is not None else ""
-        return f"call {p.seq}/{p.total} {p.call_id}: {p.status}; spent {p.spent} USD{ceiling}"
+        line = f"call {p.seq}/{p.total} {p.call_id}: {p.status}; series spent {usd(p.spent)} USD"
+        if p.budget_used is not None and p.ceiling is not None:
+            line += f"; budget used {usd(p.budget_used)} of {usd(p.ceiling)} USD"
+        return line
 
     def update(self, p: Progress) -> None:
         if not sys.stderr.isatty():

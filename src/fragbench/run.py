@@ -16,7 +16,7 @@ from pathlib import Path
 
 import attrs
 
-from fragbench.budget import balance
+from fragbench.budget import balance, usd
 from fragbench.collect import Progress, Stop, collect
 from fragbench.config import load_experiment
 from fragbench.corpus import facts_frame
@@ -27,7 +27,8 @@ from fragbench.plugins import registry
 from fragbench.series import derive_tables, write_json, write_parquet
 
 SERIES_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD)$", re.IGNORECASE)
+SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD|_ORG_ID|_PROJECT_ID|ORGANIZATION)$",
+                        re.IGNORECASE)
 
 
 @attrs.frozen
@@ -43,7 +44,8 @@ class RunResult:
 
 
 def secrets_in_env() -> list[str]:
-    """Values that must never be written: every *_API_KEY, *_TOKEN, *_SECRET, *PASSWORD."""
+    """Values never to be written: keys, tokens, secrets, passwords, organization and project
+    identifiers found in the environment."""
     return [v for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v) >= 8]
 
 
@@ -92,9 +94,10 @@ def run(
         total = sum(reservations.values(), Decimal(0))
         if total > available:
             raise BudgetError(
-                f"the {len(calls)} planned calls reserve {total} USD but budget {budget.id!r} "
-                f"has {available} USD left (ceiling {budget.ceiling_usd}, prior "
-                f"{budget.prior_spend_usd}, recorded series {already}); nothing was sent.")
+                f"the {len(calls)} planned calls reserve {usd(total)} USD but budget "
+                f"{budget.id!r} has {usd(available)} USD left (ceiling "
+                f"{usd(budget.ceiling_usd)}, prior {usd(budget.prior_spend_usd)}, recorded "
+                f"series {usd(already)}); nothing was sent.")
 
     plugin = registry().get("backend", backend_cfg.plugin)
     session = plugin.open(backend_cfg.params)

@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from fragbench.answers import parse_answer
+from fragbench.budget import usd
 from fragbench.errors import SeriesError
 from fragbench.interfaces import MeasureInput
 from fragbench.journal import JOURNAL_FILE, read_journal, spent
@@ -96,7 +97,7 @@ def series_state(records: list[dict[str, Any]]) -> dict[str, Any]:
     stop = next((r for r in records if r.get("type") == "stop"), None)
     ended = any(r.get("type") == "end" for r in records)
     state = "complete" if ended else "stopped" if stop else "interrupted"
-    return {"state": state, "stop": stop, "spent_usd": str(spent(records))}
+    return {"state": state, "stop": stop, "spent_usd": usd(spent(records))}
 
 
 def calls_table(plan: dict[str, Any], info: dict[str, Any],

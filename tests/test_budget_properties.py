@@ -1,0 +1,146 @@
+"""Property tests of the budget arithmetic: whatever the plan and the usages, the recorded spend
+never passes the ceiling while the rules hold (usage within the reservation's bounds)."""
+
+from __future__ import annotations
+
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fragbench.budget import UnknownCost, balance, cost, reservation
+from fragbench.collect import collect
+from fragbench.config import BackendConfig, Budget, Pricing
+from fragbench.interfaces import BackendFailure, Reply, Request, Usage
+from fragbench.journal import Journal, budget_spent, read_journal, spent
+from fragbench.plan import PlannedCall
+
+PRICING = Pricing(models=("m",), input=Decimal(10), cached_input=Decimal(1),
+                  cache_write=Decimal("12.50"), output=Decimal(50), per_tokens=1_000_000,
+                  max_input_tokens=272_000, read_on="2026-10-08", tier="test")
+FRAMING = 1024
+
+usages = st.builds(
+    lambda inp, cached_share, write_share, out: (inp, cached_share, write_share, out),
+    st.integers(0, 10_000), st.floats(0, 1), st.floats(0, 1), st.integers(0, 10_000),
+)
+
+
+@st.composite
+def scenario(draw: st.DrawFn) -> dict:
+    n = draw(st.integers(1, 12))
+    max_out = draw(st.integers(1, 2000))
+    sizes = draw(st.lists(st.integers(1, 6000), min_size=n, max_size=n))
+    outcomes = draw(st.lists(st.sampled_from(["ok", "ok", "ok", "failure", "no_usage"]),
+                             min_size=n, max_size=n))
+    fractions = draw(st.lists(usages, min_size=n, max_size=n))
+    ceiling = Decimal(draw(st.integers(0, 2_000_000))) / 1_000_000
+    prior = ceiling * Decimal(draw(st.integers(0, 100))) / 100
+    other = Decimal(draw(st.integers(0, 500_000))) / 1_000_000
+    return {"max_out": max_out, "sizes": sizes, "outcomes": outcomes, "usages": fractions,
+            "ceiling": ceiling, "prior": prior, "other": other}
+
+
+class ScriptedSession:
+    """A backend session that replies from a script, within the reservation's bounds."""
+
+    endpoint = "scripted"
+
+    def __init__(self, script: dict, calls: list[PlannedCall]) -> None:
+        self.script, self.calls, self.sent = script, calls, 0
+
+    def send(self, request: Request) -> Reply:
+        i = self.sent
+        self.sent += 1
+        outcome = self.script["outcomes"][i]
+        if outcome == "failure":
+            raise BackendFailure("timeout", "scripted timeout")
+        inp_share, cached_share, write_share, out = self.script["usages"][i]
+        bound = self.script["sizes"][i] + FRAMING
+        inp = min(inp_share, bound)
+        cached = int(inp * cached_share)
+        write = int((inp - cached) * write_share)
+        usage = None if outcome == "no_usage" else Usage(
+            inp, cached, write, min(out, self.script["max_out"]), 0)
+        return Reply(status="completed", model="m", service_tier=None, request_id=None,
+                     usage=usage, text='{"answer": "", "citations": []}')
+
+    def close(self) -> None:
+        return None
+
+
+def planned(i: int) -> PlannedCall:
+    request = Request(call_id=f"c{i}", lang="en", instructions="", input="", schema_name="s",
+                      schema={}, question="", supplied=())
+    return PlannedCall(seq=i + 1, id=f"c{i}", case="x", lang="en", variant="A", mode="full",
+                       rep=1, supplied_ids=(), request=request)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenario())
+def test_spend_never_passes_the_ceiling(script: dict) -> None:
+    budget = Budget(id="b", ceiling_usd=script["ceiling"], prior_spend_usd=script["prior"],
+                    framing_tokens=FRAMING)
+    backend = BackendConfig(name="m", plugin="scripted", params={"model": "m"}, pricing=PRICING)
+    calls = [planned(i) for i in range(len(script["sizes"]))]
+    reservations = {c.seq: reservation(size, PRICING, script["max_out"], FRAMING)
+                    for c, size in zip(calls, script["sizes"], strict=True)}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        # Another series drawing on the same budget already spent something (maybe too much).
+        (root / "other").mkdir()
+        other = Journal(root / "other" / "journal.jsonl")
+        other.append({"type": "header", "budget": "b"})
+        other.append({"type": "reserve", "call_id": "o", "seq": 1,
+                      "reserved_usd": str(script["other"])})
+        other.close()
+        start_balance = balance(budget, budget_spent(root, "b"))
+        (root / "this").mkdir()
+        journal = Journal(root / "this" / "journal.jsonl")
+        journal.append({"type": "header", "budget": "b"})
+        session = ScriptedSession(script, calls)
+        stop = collect(calls, reservations, session, backend, journal, budget, root)
+        journal.close()
+        records = read_journal(root / "this" / "journal.jsonl")
+        here = spent(records)
+        if start_balance < 0:
+            assert session.sent == 0  # nothing goes once the ceiling is already crossed
+        else:
+            assert budget.prior_spend_usd + budget_spent(root, "b") <= budget.ceiling_usd
+        # The ledger is exact: known costs, plus whole reservations where the cost is unknown.
+        expected = Decimal(0)
+        for r in records:
+            if r["type"] == "outcome":
+                known = r["cost_usd"]
+                expected += Decimal(known) if known is not None else Decimal(
+                    next(x["reserved_usd"] for x in records
+                         if x["type"] == "reserve" and x["call_id"] == r["call_id"]))
+        assert here == expected
+        if stop is None:
+            assert session.sent == len(calls)
+
+
+@settings(max_examples=500)
+@given(st.integers(1, 100_000), st.integers(1, 4000), st.floats(0, 1), st.floats(0, 1),
+       st.floats(0, 1), st.floats(0, 1))
+def test_a_usage_within_bounds_never_costs_more_than_its_reservation(
+        nbytes: int, max_out: int, a: float, b: float, c: float, d: float) -> None:
+    inp = int((nbytes + FRAMING) * a)
+    cached = int(inp * b)
+    write = int((inp - cached) * c)
+    usage = Usage(inp, cached, write, int(max_out * d), 0)
+    try:
+        amount = cost(usage, PRICING)
+    except UnknownCost:
+        assert inp > PRICING.max_input_tokens
+        return
+    assert 0 <= amount <= reservation(nbytes, PRICING, max_out, FRAMING)
+
+
+def test_cost_formula_on_a_known_usage() -> None:
+    usage = Usage(input_tokens=1000, cached_tokens=200, cache_write_tokens=100,
+                  output_tokens=500, reasoning_tokens=300)
+    # (1000 - 200 - 100) x 10 + 200 x 1 + 100 x 12.5 + 500 x 50 = 33,450 per million.
+    assert cost(usage, PRICING) == Decimal("0.03345")

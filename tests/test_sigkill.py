@@ -1,0 +1,89 @@
+"""SIGKILL the collector at random points of a run (20 trials): the journal stays readable,
+every sent call is counted at least at its reservation, and the next run's budget check refuses
+anything that would cross the ceiling."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import polars as pl
+from conftest import CANARY_KEY, ROOT, run_cli
+from loopback import Server, sleep
+
+from fragbench.journal import budget_spent, read_journal
+
+TRIALS = 20
+
+
+def test_sigkill_at_random_points(experiment: Path, server: Server) -> None:
+    # A ceiling that fits the plan with less slack than any single call's reservation: once one
+    # call is counted, a whole new series can no longer fit.
+    config = experiment / "config.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace('ceiling_usd = "10"',
+                                                                 'ceiling_usd = "7"'),
+                      encoding="utf-8")
+    assert run_cli("freeze", str(experiment)).returncode == 0
+    plan = json.loads((experiment / "experiment.json").read_text(encoding="utf-8"))
+    reserved = {c["id"]: Decimal(c["reserved_usd"]) for c in plan["schedule"]}
+    assert Decimal(plan["budget"]["total_reservation_usd"]) + min(reserved.values()) > \
+        Decimal(plan["budget"]["balance_usd"])
+
+    server.default = sleep(0.01)
+    rng = random.Random(20261129)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+    mid_run = 0
+    for trial in range(TRIALS):
+        with server.lock:
+            server.requests.clear()
+        out = experiment.parent.parent / f"outputs-{trial}"
+        target = rng.randrange(0, 72)
+        proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                                 "--out", str(out)], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while len(server.requests) <= target and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.02))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        received = len(server.requests)
+        mid_run += 0 < received < 72
+
+        series_dir = out / "protocol-1.0" / "openai"
+        records = read_journal(series_dir / "journal.jsonl")  # readable, torn line or not
+        reserves = [r for r in records if r["type"] == "reserve"]
+        outcomes = {r["call_id"]: r for r in records if r["type"] == "outcome"}
+        # Every request the server saw had its reservation on disk first.
+        assert len(reserves) >= received, (trial, len(reserves), received)
+        floor = sum((Decimal(outcomes[r["call_id"]]["cost_usd"]) if r["call_id"] in outcomes
+                     else reserved[r["call_id"]] for r in reserves), Decimal(0))
+        assert budget_spent(out, "protocol-1.0-openai") == floor
+
+        # The killed series can still be measured: its unfinished call shows as interrupted.
+        measured = run_cli("measure", str(series_dir))
+        assert measured.returncode == 0, measured.stderr
+        calls = pl.read_parquet(series_dir / "calls.parquet")
+        sent = calls.filter(pl.col("status") != "not_sent").height
+        assert sent == len(reserves)
+
+        with server.lock:
+            server.requests.clear()
+        nxt = run_cli("run", str(experiment), "--series", "after-kill", "--out", str(out),
+                      env={"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+        if reserves:
+            assert nxt.returncode != 0 and "nothing was sent" in nxt.stderr, nxt.stderr
+            assert server.requests == []
+            assert not (out / "protocol-1.0" / "after-kill").exists()
+        else:  # killed before the first reservation: nothing was counted, the plan still fits
+            assert nxt.returncode == 0, nxt.stderr
+    assert mid_run >= TRIALS // 2  # the kills did land inside runs
