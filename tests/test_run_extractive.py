@@ -65,19 +65,32 @@ def test_sensitivity_matrix_and_availability_publish_all_four_settings(series: P
 
 
 def test_a_recorded_series_is_never_overwritten(series: Path, experiment: Path) -> None:
-    before = {p.name: p.read_bytes() for p in series.iterdir()}
+    before = {p: p.read_bytes() for p in series.rglob("*") if p.is_file()}
     result = run_cli("run", str(experiment), "--series", "extractive",
                      "--out", str(series.parent.parent))
     assert result.returncode != 0
     assert "already recorded" in result.stderr and "another --series" in result.stderr
-    assert {p.name: p.read_bytes() for p in series.iterdir()} == before
+    assert {p: p.read_bytes() for p in series.rglob("*") if p.is_file()} == before
 
 
 def test_measure_rebuilds_the_tables_byte_for_byte(series: Path) -> None:
     before = {p.name: p.read_bytes() for p in series.glob("*.parquet")}
-    for name in ("calls.parquet", "availability.parquet"):
+    report = (series / "report.md").read_text(encoding="utf-8")
+    for name in ("calls.parquet", "availability.parquet", "citations.parquet"):
         (series / name).unlink()
     result = run_cli("measure", str(series))
     assert result.returncode == 0, result.stderr
     after = {p.name: p.read_bytes() for p in series.glob("*.parquet")}
     assert after == before
+    assert (series / "report.md").read_text(encoding="utf-8") == report
+
+
+def test_every_table_is_documented(series: Path) -> None:
+    from fragbench.schemas import TABLES, render
+
+    assert (Path(__file__).parent.parent / "docs" / "tables.md").read_text(
+        encoding="utf-8") == render(), "run: python -m fragbench.schemas > docs/tables.md"
+    documented = {name: set(schema) for name, _, schema in TABLES}
+    for path in series.glob("*.parquet"):
+        columns = set(pl.read_parquet_schema(path))
+        assert columns == documented[path.stem], path.name

@@ -1,1 +1,23 @@
-"""fragbench."""
+"""fragbench: pre-registered, budget-safe retrieval benchmarking.
+
+`fragbench.scan(path)` loads one series, or every series under a folder, as Polars LazyFrames.
+Kept light: importing fragbench imports neither Polars nor an SDK until they are used.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+def scan(path: str | Path) -> dict[str, pl.LazyFrame]:
+    """Table name -> LazyFrame over every series at or under `path`, with a `series` column."""
+    from fragbench.compare import scan as _scan
+
+    return _scan(path)
+
+
+__all__ = ["scan"]

@@ -110,7 +110,7 @@ def run(
     kind = "" if result.is_model else ": a non-model baseline, not a model's result"
     typer.echo(f"series {result.series_dir.name}: backend {result.label}{kind}")
     typer.echo(f"{result.sent} of {result.calls} calls sent; spent {usd(result.spent_usd)} USD")
-    typer.echo(f"outputs in {result.series_dir}")
+    typer.echo(f"outputs in {result.series_dir}; report: {result.series_dir / 'report.md'}")
     if result.stop:
         _err(f"series stopped at call {result.stop.seq} ({result.stop.call_id}): "
              f"{result.stop.reason}: {result.stop.detail}. It is final; see the README, "
@@ -119,12 +119,58 @@ def run(
 
 
 @app.command()
-def measure(series_dir: Annotated[Path, typer.Argument(help="A recorded series folder.")]) -> None:
-    """Recompute every table of a recorded series from its journal. No call is made."""
+def measure(
+    series_dir: Annotated[Path, typer.Argument(help="A recorded series folder.")],
+    diagnostic: Annotated[list[str] | None, typer.Option(
+        help="Also run this diagnostic measure plugin (repeatable).")] = None,
+) -> None:
+    """Recompute every table and the report of a recorded series. No call is made."""
+    from fragbench.report import write_report
     from fragbench.series import derive_tables
 
-    tables = derive_tables(series_dir)
-    typer.echo(f"{', '.join(f'{n}.parquet' for n in tables)} rebuilt in {series_dir}")
+    tables = derive_tables(series_dir, tuple(diagnostic or ()))
+    report = write_report(series_dir)
+    typer.echo(f"{len(tables)} tables and {report.name} rebuilt in {series_dir}")
+
+
+@app.command()
+def report(series_dir: Annotated[Path, typer.Argument(help="A recorded series folder.")]
+           ) -> None:
+    """Write report.md and its figures (PNG, SVG) for a recorded series."""
+    from fragbench.report import write_report
+
+    typer.echo(f"report written to {write_report(series_dir)}")
+
+
+@app.command()
+def compare(
+    series_a: Annotated[Path, typer.Argument(help="A series folder.")],
+    series_b: Annotated[Path, typer.Argument(help="Another series folder.")],
+    out: Annotated[Path | None, typer.Option(help="Also write the table (.parquet, .csv, "
+                                             ".jsonl).")] = None,
+) -> None:
+    """Join two series cell by cell (case, lang, variant, mode, rep), side by side."""
+    import polars as pl
+
+    from fragbench.compare import compare as do_compare
+    from fragbench.errors import FragbenchError
+    from fragbench.tables import write_table
+
+    if out is not None and out.suffix not in OUTPUT_FORMATS:
+        raise FragbenchError(f"--out {out}: unknown format; end the file name in "
+                             f"{', '.join(OUTPUT_FORMATS)}.")
+    lines, table = do_compare(series_a, series_b)
+    for line in lines:
+        typer.echo(line)
+    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=40,
+                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
+        typer.echo(str(table.drop("conditions_cited_validly_a", "conditions_cited_validly_b",
+                                  strict=False)))
+    if out is not None:
+        if lines[0].startswith("WARNING"):
+            table = table.with_columns(pl.lit(" ".join(lines[:-1])).alias("warning"))
+        write_table(table, out)
+        typer.echo(f"written to {out}")
 
 
 @app.command()

@@ -135,6 +135,9 @@ class MeasureInput:
     """case, lang, fact_id, text, is_condition."""
     retrieval: pl.DataFrame
     calls: pl.DataFrame | None
+    """One row per planned call (calls.parquet); None where no series was collected."""
+    main_setting: tuple[int, int] | None = None
+    """(chunk_size, top_k) the calls use."""
 
 
 @runtime_checkable

@@ -26,7 +26,9 @@ DEFAULT_PLUGINS = (
     "fragbench.builtin.scorers",
     "fragbench.builtin.extractive",
     "fragbench.builtin.openai_backend",
-    "fragbench.builtin.measures",
+    "fragbench.builtin.availability",
+    "fragbench.builtin.citations",
+    "fragbench.builtin.completeness",
 )
 
 # kind -> (hook name, attributes a registered object must have)

@@ -24,6 +24,7 @@ from fragbench.errors import BudgetError, ConfigError, SeriesError
 from fragbench.journal import JOURNAL_FILE, Journal, budget_spent, now, read_journal, spent
 from fragbench.plan import call_reservation, plan_path, verify
 from fragbench.plugins import registry
+from fragbench.report import write_report
 from fragbench.series import derive_tables, write_json, write_parquet
 
 SERIES_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -132,6 +133,7 @@ def run(
     finally:
         session.close()
     derive_tables(series_dir)
+    write_report(series_dir)
     records = read_journal(series_dir / JOURNAL_FILE)
     return RunResult(
         series_dir=series_dir, backend=backend, is_model=plugin.is_model, label=plugin.label,

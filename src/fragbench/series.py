@@ -145,8 +145,19 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
     return pl.DataFrame(rows, schema={k: dtype for k, (dtype, _) in CALLS_SCHEMA.items()})
 
 
-def derive_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
-    """Rebuild calls.parquet and every measure's tables from what the series recorded."""
+MEASURES_FILE = "measures.json"
+DIAGNOSTICS_DIR = "diagnostics"
+
+
+def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
+                  ) -> dict[str, pl.DataFrame]:
+    """Rebuild calls.parquet and every measure's tables from what the series recorded.
+
+    Primary measures' tables go in the series folder; diagnostic measures' tables in
+    `diagnostics/`, never beside them. `measures.json` lists which table came from which
+    measure, of which kind. `extra_diagnostics` adds diagnostic measures that the frozen plan
+    did not name (a diagnostic never changes what was collected, so it needs no new plan).
+    """
     from fragbench.plugins import registry
 
     plan = read_json(series_dir / "plan.json")
@@ -160,16 +171,38 @@ def derive_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
         raise SeriesError(f"{series_dir}: a recorded table is missing or unreadable ({exc}).") \
             from None
     calls = calls_table(plan, info, records)
-    tables = {"calls": calls}
-    data = MeasureInput(facts=facts, retrieval=retrieval, calls=calls)
+    main = plan["parameters"]["retrieval"]
+    data = MeasureInput(facts=facts, retrieval=retrieval, calls=calls,
+                        main_setting=(main["chunk_size"], main["top_k"]))
     reg = registry()
-    for name in plan["parameters"]["measures"]:
-        for table_name, frame in reg.get("measure", name).compute(data).items():
+    measures = [(name, reg.get("measure", name, where=f"{series_dir}/plan.json"))
+                for name in plan["parameters"]["measures"]]
+    for name in extra_diagnostics:
+        measure = reg.get("measure", name, where="--diagnostic")
+        if measure.kind != "diagnostic":
+            raise SeriesError(f"--diagnostic {name}: {name} is a primary measure; primary "
+                              "measures are pre-registered in the frozen plan.")
+        if name not in dict(measures):
+            measures.append((name, measure))
+    tables: dict[str, pl.DataFrame] = {"calls": calls}
+    manifest: list[dict[str, str]] = [{"table": "calls", "measure": "", "kind": "record",
+                                       "path": "calls.parquet"}]
+    for name, measure in measures:
+        if measure.kind not in ("primary", "diagnostic"):
+            raise SeriesError(f"measure {name} declares kind {measure.kind!r}; a measure is "
+                              "primary or diagnostic.")
+        for table_name, frame in measure.compute(data).items():
             if table_name in tables:
                 raise SeriesError(f"measure {name} writes a table {table_name!r} that another "
                                   "table already has; rename it in the plugin.")
             tables[table_name] = frame
-    for table_name, frame in tables.items():
-        write_parquet(frame, series_dir / f"{table_name}.parquet")
+            folder = "" if measure.kind == "primary" else f"{DIAGNOSTICS_DIR}/"
+            manifest.append({"table": table_name, "measure": name, "kind": measure.kind,
+                             "path": f"{folder}{table_name}.parquet"})
+    for entry in manifest:
+        path = series_dir / entry["path"]
+        path.parent.mkdir(exist_ok=True)
+        write_parquet(tables[entry["table"]], path)
+    write_json(manifest, series_dir / MEASURES_FILE)
     write_json({**info, **series_state(records)}, series_dir / "status.json")
     return tables

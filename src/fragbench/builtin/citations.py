@@ -1,0 +1,206 @@
+"""Built-in measure `citations` (primary): which citations hold word for word.
+
+Each citation of every parsed answer gets one reason, the first that applies, in this order:
+
+- `unknown_id`: the ID is no fact of the case;
+- `not_supplied`: a fact of the case that this call was not given;
+- `empty_extract`: the extract is empty or only whitespace;
+- `valid`: the extract is an exact substring of the cited ID's supplied sentence;
+- `misattributed`: exact in another supplied sentence, not in the cited one;
+- `not_verbatim`: exact in no supplied sentence.
+
+Exact means exact: no case, space, quote or accent folding. A second level, `*_folded`, reported
+beside it and never merged into it, folds only typographic variants, in the extract and the
+sentences alike: Unicode NFC; every run of whitespace, non-breaking spaces included, to one
+space; ’ ‘ ‛ ′ to '; “ ” „ « » ″ to "; the dashes ‐ ‑ ‒ – — ― − to -. A valid extract shows that
+the words are in the supplied evidence, not that they support the whole answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from fragbench.hookspecs import hookimpl
+from fragbench.interfaces import MeasureInput
+
+REASONS = ("unknown_id", "not_supplied", "empty_extract", "valid", "misattributed",
+           "not_verbatim")
+FOLDS = (
+    ("[’‘‛′]", "'"),
+    ("[“”„«»″]", '"'),
+    ("[‐‑‒–—―−]", "-"),
+    (r"\s+", " "),
+)
+FOLDED_LEVEL = ("NFC; whitespace runs (non-breaking spaces included) to one space; ’ ‘ ‛ ′ to '; "
+                "“ ” „ « » ″ to \"; ‐ ‑ ‒ – — ― − to -")
+
+CITATIONS_SCHEMA = {
+    "call_id": "planned call ID",
+    "citation": "0-based position of the citation in the answer",
+    "id": "the fact ID as the model wrote it",
+    "extract": "the extract as the model wrote it",
+    "valid": "exact level: reason is valid",
+    "reason": "exact level: " + ", ".join(REASONS),
+    "valid_folded": "typographic level: reason_folded is valid",
+    "reason_folded": "typographic level (folds only typographic variants), same reasons",
+}
+
+PER_CALL_SCHEMA = {
+    "call_id": "planned call ID",
+    "case": "case ID",
+    "lang": "language code",
+    "variant": "sentence order",
+    "mode": "retrieval or full",
+    "rep": "repetition",
+    "parsed": "whether the answer parsed; the counts below are null when it did not",
+    "n_citations": "citations in the answer",
+    "n_valid": "citations valid at the exact level",
+    "n_invalid": "citations not valid at the exact level",
+    "valid_ids": "distinct IDs cited validly (exact), in order of first citation",
+    "conditions_cited_validly": "condition IDs cited validly (exact)",
+    "supplied_conditions_not_cited": "supplied condition IDs that no citation names",
+    "supplied_conditions_not_cited_validly": "supplied condition IDs with no valid citation",
+    "n_valid_folded": "citations valid at the typographic level",
+}
+
+
+def fold(expr: pl.Expr) -> pl.Expr:
+    expr = expr.str.normalize("NFC")
+    for pattern, replacement in FOLDS:
+        expr = expr.str.replace_all(pattern, replacement)
+    return expr
+
+
+def _classify(cites: pl.DataFrame, supplied: pl.DataFrame, facts: pl.DataFrame,
+              suffix: str) -> pl.DataFrame:
+    """cites: _row, call_id, case, lang, supplied_ids, id, extract (already folded or not);
+    supplied: call_id, fact_id, text; facts: case, lang, fact_id, text."""
+    elsewhere = (
+        cites.select("_row", "call_id", "id", "extract")
+        .join(supplied, on="call_id")
+        .filter(pl.col("fact_id") != pl.col("id"),
+                pl.col("text").str.contains(pl.col("extract"), literal=True))
+        .select("_row").unique()
+        .with_columns(pl.lit(True).alias("_elsewhere"))
+    )
+    in_case = facts.select("case", "lang", pl.col("fact_id").alias("id"),
+                           pl.lit(True).alias("_known"))
+    cited = supplied.select("call_id", pl.col("fact_id").alias("id"),
+                            pl.col("text").alias("_cited_text"))
+    reason = (
+        pl.when(pl.col("_known").is_null()).then(pl.lit("unknown_id"))
+        .when(pl.col("_cited_text").is_null()).then(pl.lit("not_supplied"))
+        .when(pl.col("extract").str.strip_chars() == "").then(pl.lit("empty_extract"))
+        .when(pl.col("_cited_text").str.contains(pl.col("extract"), literal=True))
+        .then(pl.lit("valid"))
+        .when(pl.col("_elsewhere").fill_null(False)).then(pl.lit("misattributed"))
+        .otherwise(pl.lit("not_verbatim"))
+    )
+    return (
+        cites.join(in_case, on=["case", "lang", "id"], how="left")
+        .join(cited, on=["call_id", "id"], how="left")
+        .join(elsewhere, on="_row", how="left")
+        .select("_row", reason.alias(f"reason{suffix}"))
+    )
+
+
+class Citations:
+    name = "citations"
+    kind = "primary"
+
+    def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
+        if data.calls is None:
+            return {}
+        calls = data.calls
+        cites = (
+            calls.filter(pl.col("parsed").fill_null(False))
+            .select("call_id", "case", "lang", "supplied_ids",
+                    pl.col("citations").list.eval(pl.element().struct.with_fields(
+                        pl.int_range(pl.len()).alias("citation"))).alias("c"))
+            .explode("c")
+            .drop_nulls("c")
+            .unnest("c")
+            .with_row_index("_row")
+        )
+        supplied = (
+            calls.select("call_id", "case", "lang", pl.col("supplied_ids").alias("fact_id"))
+            .explode("fact_id")
+            .drop_nulls("fact_id")
+            .join(data.facts.select("case", "lang", "fact_id", "text"),
+                  on=["case", "lang", "fact_id"])
+            .select("call_id", "fact_id", "text")
+        )
+        exact = _classify(cites, supplied, data.facts, "")
+        folded = _classify(
+            cites.with_columns(fold(pl.col("extract"))),
+            supplied.with_columns(fold(pl.col("text"))),
+            data.facts, "_folded")
+        table = (
+            cites.join(exact, on="_row").join(folded, on="_row").sort("_row")
+            .with_columns(
+                (pl.col("reason") == "valid").alias("valid"),
+                (pl.col("reason_folded") == "valid").alias("valid_folded"),
+                pl.col("citation").cast(pl.Int32),
+            )
+            .select(list(CITATIONS_SCHEMA))
+        )
+        return {"citations": table, "citations_per_call": self.per_call(calls, table, data)}
+
+    def per_call(self, calls: pl.DataFrame, table: pl.DataFrame,
+                 data: MeasureInput) -> pl.DataFrame:
+        conditions = data.facts.filter(pl.col("is_condition")).select(
+            "case", "lang", pl.col("fact_id").alias("id"), pl.lit(True).alias("_cond"))
+        info = calls.select("call_id", "case", "lang")
+        t = table.join(info, on="call_id").join(conditions, on=["case", "lang", "id"],
+                                                how="left")
+        counts = t.group_by("call_id").agg(
+            pl.len().cast(pl.Int32).alias("n_citations"),
+            pl.col("valid").sum().cast(pl.Int32).alias("n_valid"),
+            (~pl.col("valid")).sum().cast(pl.Int32).alias("n_invalid"),
+            pl.col("id").filter(pl.col("valid")).unique(maintain_order=True).alias("valid_ids"),
+            pl.col("id").filter(pl.col("valid") & pl.col("_cond").fill_null(False))
+            .unique(maintain_order=True).alias("conditions_cited_validly"),
+            pl.col("id").unique(maintain_order=True).alias("_cited"),
+            pl.col("valid_folded").sum().cast(pl.Int32).alias("n_valid_folded"),
+        )
+        supplied_conditions = (
+            calls.select("call_id", "case", "lang", pl.col("supplied_ids").alias("id"))
+            .explode("id").drop_nulls("id")
+            .join(conditions, on=["case", "lang", "id"])
+            .group_by("call_id", maintain_order=True)
+            .agg(pl.col("id").alias("_supplied_conditions"))
+        )
+        empty = pl.lit([], dtype=pl.List(pl.String))
+        parsed = pl.col("parsed").fill_null(False)
+        zero = pl.lit(0, pl.Int32)
+        return (
+            calls.select("call_id", "case", "lang", "variant", "mode", "rep", "parsed")
+            .join(counts, on="call_id", how="left")
+            .join(supplied_conditions, on="call_id", how="left")
+            .with_columns(
+                # A parsed answer with no citation has zero of everything; an unparsed one
+                # has nothing measured: null, never zero.
+                *[pl.when(parsed).then(pl.col(c).fill_null(zero)) for c in
+                  ("n_citations", "n_valid", "n_invalid", "n_valid_folded")],
+                *[pl.when(parsed).then(pl.col(c).fill_null(empty)) for c in
+                  ("valid_ids", "conditions_cited_validly", "_cited")],
+                pl.col("_supplied_conditions").fill_null(empty),
+            )
+            .with_columns(
+                pl.when(parsed).then(pl.col("_supplied_conditions").list.set_difference(
+                    pl.col("_cited"))).alias("supplied_conditions_not_cited"),
+                pl.when(parsed).then(pl.col("_supplied_conditions").list.set_difference(
+                    pl.col("conditions_cited_validly")))
+                .alias("supplied_conditions_not_cited_validly"),
+            )
+            .with_columns(pl.col("supplied_conditions_not_cited",
+                                 "supplied_conditions_not_cited_validly").list.sort())
+            .select(list(PER_CALL_SCHEMA))
+        )
+
+
+@hookimpl
+def register_measures(register: Any) -> None:
+    register(Citations())

@@ -1,0 +1,94 @@
+"""Built-in measures `completeness` and `usage` (primary): raw answers, completeness, errors,
+usage and cost, per call and per cell. Nothing is turned into a rate: the three repetitions of a
+cell stay three rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from fragbench.hookspecs import hookimpl
+from fragbench.interfaces import MeasureInput
+
+CELL = ["case", "lang", "variant", "mode"]
+
+COMPLETENESS_SCHEMA = {
+    "call_id": "planned call ID",
+    "case": "case ID",
+    "lang": "language code",
+    "variant": "sentence order",
+    "mode": "retrieval or full",
+    "rep": "repetition",
+    "status": "completed, incomplete, failed, …, interrupted, not_sent",
+    "stop_reason": "where the series stopped, on that call",
+    "answered": "a response arrived (completed or incomplete)",
+    "parsed": "the answer text is valid JSON for the schema",
+    "refused": "the model refused",
+    "incomplete_reason": "why a response is incomplete",
+    "error": "the failure or the provider's error",
+}
+
+USAGE_SCHEMA = {
+    "case": "case ID",
+    "lang": "language code",
+    "variant": "sentence order",
+    "mode": "retrieval or full",
+    "calls_planned": "calls planned in the cell (the repetitions)",
+    "calls_sent": "calls sent",
+    "input_tokens": "sum over the cell's calls with a known usage",
+    "cached_tokens": "idem",
+    "cache_write_tokens": "idem",
+    "output_tokens": "idem (reasoning included)",
+    "reasoning_tokens": "idem",
+    "cost_usd": "sum of known costs",
+    "calls_cost_unknown": "sent calls whose cost is unknown (counted at their reservation)",
+    "counted_usd": "what the budget counts for the cell",
+}
+
+
+class Completeness:
+    name = "completeness"
+    kind = "primary"
+
+    def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
+        if data.calls is None:
+            return {}
+        table = data.calls.with_columns(
+            pl.col("status").is_in(["completed", "incomplete"]).alias("answered"),
+            pl.col("refusal").is_not_null().alias("refused"),
+            pl.coalesce("error", "stop_detail").alias("error"),
+        )
+        return {"completeness": table.select(list(COMPLETENESS_SCHEMA))}
+
+
+class UsageMeasure:
+    name = "usage"
+    kind = "primary"
+
+    def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
+        if data.calls is None:
+            return {}
+        sent = pl.col("status") != "not_sent"
+        tokens = ["input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
+                  "reasoning_tokens"]
+        table = (
+            data.calls.group_by(CELL, maintain_order=True)
+            .agg(
+                pl.len().cast(pl.Int32).alias("calls_planned"),
+                sent.sum().cast(pl.Int32).alias("calls_sent"),
+                *[pl.col(t).sum() for t in tokens],
+                pl.col("cost_usd").sum(),
+                (sent & pl.col("cost_usd").is_null()).sum().cast(pl.Int32)
+                .alias("calls_cost_unknown"),
+                pl.col("counted_usd").sum(),
+            )
+            .sort(CELL)
+        )
+        return {"usage": table.select(list(USAGE_SCHEMA))}
+
+
+@hookimpl
+def register_measures(register: Any) -> None:
+    register(Completeness())
+    register(UsageMeasure())

@@ -1,0 +1,220 @@
+"""`fragbench report`: a Markdown report of a recorded series, with its figures beside it.
+
+Everything comes from the series folder's tables; nothing is recomputed differently for the
+report, and nothing is summed into a global score: tables stay split by case, language, mode and
+variant, with the three repetitions shown as three.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from fragbench.budget import usd
+from fragbench.builtin.citations import FOLDED_LEVEL, REASONS
+from fragbench.journal import JOURNAL_FILE, budget_spent, read_journal
+from fragbench.series import MEASURES_FILE, read_json
+
+REPORT_FILE = "report.md"
+FIGURES_DIR = "figures"
+
+LIMITS = [
+    "This is a controlled lexical simulation, not a test of Google, of a provider's retrieval "
+    "system or of web citation frequency.",
+    "Results are reported per case, language and mode (and variant); three repetitions do not "
+    "estimate stable rates.",
+    "A verbatim extract shows that the words are in the supplied evidence; it does not show "
+    "that they support the whole answer. There is no overall fidelity score and no semantic "
+    "\"error rate\" without an independent reference.",
+    "The corpus is small and authored (corpus 0.2 was written for fragbench, not taken from the "
+    "parent lab); it does not represent the diversity of web pages.",
+    "The historical checker 0.1 is not included; its findings would be a secondary diagnostic, "
+    "not a measure of truth.",
+    "Another provider requires a separately recorded, authorized series; its absence is never a "
+    "comparison accomplished.",
+]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value) if value else "∅"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(frame: pl.DataFrame) -> str:
+    """A pipe table; null shows as —, an empty list as ∅."""
+    head = "| " + " | ".join(frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.iter_rows()]
+    return "\n".join([head, rule, *rows])
+
+
+def _load(series_dir: Path) -> dict[str, pl.DataFrame]:
+    manifest = read_json(series_dir / MEASURES_FILE)
+    return {e["table"]: pl.read_parquet(series_dir / e["path"]) for e in manifest}
+
+
+def _run_section(series_dir: Path, info: dict[str, Any], status: dict[str, Any],
+                 plan: dict[str, Any], calls: pl.DataFrame) -> list[str]:
+    records = read_journal(series_dir / JOURNAL_FILE)
+    times = [r["at"] for r in records if r.get("type") in ("reserve", "outcome")]
+    models = sorted({m for m in calls["model"].to_list() if m})
+    statuses = calls.group_by("status").len().sort("status")
+    plan_hash = hashlib.sha256((series_dir / "plan.json").read_bytes()).hexdigest()
+    rows = [
+        ("experiment", info["experiment"]),
+        ("series", info["series"]),
+        ("backend", f"{info['label']} (`{info['backend_plugin']}`)"
+         + ("" if info["is_model"] else " — **a non-model baseline**")),
+        ("endpoint", info["endpoint"]),
+        ("frozen plan (experiment.json) sha256", f"`{plan_hash}`"),
+        ("model as returned", ", ".join(models) or "—"),
+        ("first and last call", f"{times[0]} → {times[-1]}" if times else "no call"),
+        ("calls", f"{calls.height} planned; " + ", ".join(
+            f"{s} {n}" for s, n in statuses.iter_rows())),
+        ("series spend", f"{status['spent_usd']} USD (known costs, plus whole reservations "
+                         "where a cost is unknown)"),
+    ]
+    budget = plan["budget"]
+    if info.get("budget"):
+        used = Decimal(budget["prior_spend_usd"]) + budget_spent(series_dir.parent.parent,
+                                                                 info["budget"])
+        rows.append(("budget", f"{usd(used)} of {budget['ceiling_usd']} USD used (prior "
+                               f"{budget['prior_spend_usd']} and every recorded series of "
+                               f"budget `{info['budget']}`)"))
+    else:
+        rows.append(("budget", "draws on no budget (no cost)"))
+    stop = status.get("stop")
+    state = status["state"]
+    rows.append(("state", state if not stop else
+                 f"**stopped at call {stop['seq']} ({stop['call_id']}): {stop['reason']}** — "
+                 f"{stop['detail']}"))
+    if state == "interrupted":
+        rows.append(("note", "the collector was interrupted: the last call's outcome is "
+                             "unknown and counted at its reservation"))
+    out = ["## What was run", "", "| | |", "|---|---|"]
+    out += [f"| {k} | {_cell(v)} |" for k, v in rows]
+    return out
+
+
+def availability_matrix(availability: pl.DataFrame) -> pl.DataFrame:
+    """One row per case x language x variant, one column per setting: `n/N: IDs`."""
+    labelled = availability.with_columns(
+        pl.when(pl.col("mode") == "full").then(pl.lit("full"))
+        .otherwise(pl.format("{}/{}", "chunk_size", "top_k")
+                   + pl.when(pl.col("main_setting")).then(pl.lit(" (main)")).otherwise(
+                       pl.lit(""))).alias("setting"),
+        (pl.format("{}/{}", "n_conditions_supplied", "n_conditions")
+         + pl.when(pl.col("n_conditions_supplied") > 0)
+         .then(pl.lit(": ") + pl.col("conditions_supplied").list.join(" "))
+         .otherwise(pl.lit(""))).alias("value"),
+    )
+    retrieval = labelled.filter(pl.col("mode") == "retrieval").sort("chunk_size", "top_k")
+    order = [*retrieval["setting"].unique(maintain_order=True).to_list(), "full"]
+    wide = labelled.pivot(on="setting", index=["case", "lang", "variant"], values="value")
+    return wide.select("case", "lang", "variant", *order)
+
+
+def write_report(series_dir: Path) -> Path:
+    from fragbench.figures import availability_heatmap, citation_outcomes
+
+    info = read_json(series_dir / "series.json")
+    status = read_json(series_dir / "status.json")
+    plan = read_json(series_dir / "plan.json")
+    manifest = read_json(series_dir / MEASURES_FILE)
+    tables = _load(series_dir)
+    calls = tables["calls"]
+    figures = series_dir / FIGURES_DIR
+    figures.mkdir(exist_ok=True)
+
+    title = f"# {info['experiment']} · series `{info['series']}`"
+    out = [title, ""]
+    if not info["is_model"]:
+        out += [f"> **Non-model baseline.** `{info['backend']}` is an offline reference that "
+                "answers with the supplied sentences sharing a term with the question. Nothing "
+                "here is a model's result.", ""]
+    out += ["Measures, not a verdict: every table is split by case, language, mode and variant; "
+            "the three repetitions are shown as three. Null and adverse results are published "
+            "as they are.", ""]
+    out += _run_section(series_dir, info, status, plan, calls)
+
+    if "availability" in tables:
+        availability_heatmap(tables["availability"], figures / "availability")
+        out += ["", "## Retrieval: condition IDs available before the model", "",
+                "The sensitivity matrix (chunk size / top-k), all four settings published "
+                "together; the calls use the main setting. Each cell: condition IDs supplied / "
+                "the case's condition IDs, by exact ID. No generation, no cost.", "",
+                f"![Condition IDs supplied per setting]({FIGURES_DIR}/availability.png)", "",
+                markdown_table(availability_matrix(tables["availability"]))]
+    if "citations" in tables:
+        citation_outcomes(tables["citations"], tables["citations_per_call"],
+                          figures / "citations")
+        per_call = tables["citations_per_call"].sort("case", "lang", "mode", "variant", "rep")
+        reasons = (tables["citations"].group_by("call_id", "reason").len()
+                   .pivot(on="reason", index="call_id", values="len"))
+        missing = [r for r in REASONS if r not in reasons.columns]
+        reasons = reasons.with_columns(pl.lit(None, pl.UInt32).alias(r) for r in missing)
+        exact = per_call.join(reasons, on="call_id", how="left").with_columns(
+            pl.when(pl.col("parsed")).then(pl.col(r).fill_null(0)) for r in REASONS)
+        out += ["", "## Citations that hold word for word", "",
+                "Exact level: the extract must be an exact substring of the supplied sentence "
+                "of the cited ID (no case, space, quote or accent folding). A valid extract "
+                "does not show that it supports the whole answer. Calls without a parsed "
+                "answer show — (nothing measured), never zero.", "",
+                f"![Citation outcomes per call]({FIGURES_DIR}/citations.png)", "",
+                markdown_table(exact.select(
+                    "call_id", "parsed", "n_citations", "n_valid", "n_invalid", *REASONS,
+                    "conditions_cited_validly", "supplied_conditions_not_cited")),
+                "", "### Typographic level (reported beside, never merged)", "",
+                f"Folds only typographic variants: {FOLDED_LEVEL}.", "",
+                markdown_table(per_call.select("call_id", "parsed", "n_citations", "n_valid",
+                                               "n_valid_folded"))]
+    if "completeness" in tables:
+        out += ["", "## Completeness and errors", "",
+                markdown_table(tables["completeness"].select(
+                    "call_id", "status", "stop_reason", "answered", "parsed", "refused",
+                    "incomplete_reason", "error"))]
+    if "usage" in tables:
+        out += ["", "## Usage and cost per cell", "",
+                "Token sums over the calls with a known usage; `counted_usd` is what the budget "
+                "counts (unknown costs at their whole reservation).", "",
+                markdown_table(tables["usage"])]
+
+    diagnostics = [e for e in manifest if e["kind"] == "diagnostic"]
+    out += ["", "## Secondary diagnostics", ""]
+    if diagnostics:
+        out += ["Secondary diagnostics only, not measures of truth; kept apart from the "
+                "primary measures above (tables under `diagnostics/`).", ""]
+        for entry in diagnostics:
+            frame = tables[entry["table"]]
+            out += [f"### {entry['table']} (measure `{entry['measure']}`, {frame.height} rows)",
+                    "", markdown_table(frame.head(50)), ""]
+    else:
+        out += ["None was run. The historical checker 0.1 is not included here; "
+                "docs/plugins.md says how to plug such a checker in as a diagnostic measure."]
+
+    out += ["", "## Limits", ""] + [f"- {line}" for line in LIMITS]
+    out += ["", "## Appendix: every raw answer", ""]
+    for row in calls.sort("seq").to_dicts():
+        if row["status"] == "not_sent":
+            continue
+        out += [f"### {row['seq']}. {row['call_id']} — {row['status']}", ""]
+        body = row["text"] if row["text"] is not None else row["refusal"] or row["error"] or ""
+        label = "refusal" if row["refusal"] else "text"
+        out += [f"```{label}", body.replace("```", "ˋˋˋ"), "```", ""]
+    not_sent = calls.filter(pl.col("status") == "not_sent").height
+    if not_sent:
+        out += [f"{not_sent} planned calls were not sent (the series stopped).", ""]
+    path = series_dir / REPORT_FILE
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
