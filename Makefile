@@ -26,7 +26,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests plugins benchmarks
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(VENV)/bin/python benchmarks/bench_retrieval.py

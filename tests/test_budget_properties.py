@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fragbench.budget import UnknownCost, balance, cost, reservation
-from fragbench.collect import collect
+from fragbench.collect import BudgetBook, collect
 from fragbench.config import BackendConfig, Budget, Pricing
 from fragbench.interfaces import BackendFailure, Reply, Request, Usage
 from fragbench.journal import Journal, budget_spent, read_journal, spent
@@ -96,19 +96,25 @@ def test_spend_never_passes_the_ceiling(script: dict) -> None:
         other.append({"type": "reserve", "call_id": "o", "seq": 1,
                       "reserved_usd": str(script["other"])})
         other.close()
-        start_balance = balance(budget, budget_spent(root, "b"))
+        ledger = root / "ledger.jsonl"
+        start_balance = balance(budget, budget_spent(ledger, root, "b"))
         (root / "this").mkdir()
         journal = Journal(root / "this" / "journal.jsonl")
-        journal.append({"type": "header", "budget": "b"})
+        journal.append({"type": "header", "budget": "b", "series_uid": "this"})
+        book = BudgetBook(budget=budget, ledger=Journal(ledger), root=root, series="this",
+                          series_uid="this")
         session = ScriptedSession(script, calls)
-        stop = collect(calls, reservations, session, backend, journal, budget, root)
+        stop = collect(calls, reservations, session, backend, journal, book)
         journal.close()
+        book.ledger.close()
         records = read_journal(root / "this" / "journal.jsonl")
         here = spent(records)
         if start_balance < 0:
             assert session.sent == 0  # nothing goes once the ceiling is already crossed
         else:
-            assert budget.prior_spend_usd + budget_spent(root, "b") <= budget.ceiling_usd
+            assert budget.prior_spend_usd + budget_spent(ledger, root, "b") <= budget.ceiling_usd
+        # The ledger and the series journal agree on this series.
+        assert spent([r for r in read_journal(ledger) if r.get("series_uid") == "this"]) == here
         # The ledger is exact: known costs, plus whole reservations where the cost is unknown.
         expected = Decimal(0)
         for r in records:
@@ -118,6 +124,9 @@ def test_spend_never_passes_the_ceiling(script: dict) -> None:
                     next(x["reserved_usd"] for x in records
                          if x["type"] == "reserve" and x["call_id"] == r["call_id"]))
         assert here == expected
+        if stop is not None and stop.reason == "budget":
+            assert not any(r["type"] == "reserve" and r["call_id"] == stop.call_id
+                           for r in records)
         if stop is None:
             assert session.sent == len(calls)
 

@@ -23,7 +23,9 @@ from fragbench.config import load_experiment
 from fragbench.plan import verify
 from fragbench.requests import canonical_json
 
-SECRETS = (CANARY_KEY, "org-SECRETACCOUNT123", "Bearer ")
+ORG = "org-AbCdEfGhIjKlMnOpQrStUvWx"
+PROJECT = "proj_AbCdEfGhIjKlMnOpQrStUvWx"
+SECRETS = (CANARY_KEY, "org-SECRETACCOUNT123", ORG, PROJECT, "Bearer ")
 
 
 def collect(experiment: Path, server: Server, series: str = "openai",
@@ -110,12 +112,19 @@ def test_clean_run_sends_72_requests_exactly_as_frozen(experiment: Path, server:
     assert info["is_model"] is True
 
 
-STOPS = {
-    # name: (action for request 5, i.e. call 6; stop reason; whether call 6's cost is known)
+STOPS: dict[str, tuple[Any, str, bool | Fraction]] = {
+    # name: (action for request 5, i.e. call 6; stop reason; True when call 6's cost is known,
+    # False when it is counted at its reservation, or the amount it is counted at)
     "http 500": (http_error(500), "technical_failure", False),
     "http 429": (http_error(429, "Rate limit reached"), "technical_failure", False),
     "http 401": (http_error(401, f"Incorrect API key provided: {CANARY_KEY}"),
                  "technical_failure", False),
+    "http 403 naming the account": (
+        http_error(403, f"Project `{PROJECT}` in organization {ORG} has no access"),
+        "technical_failure", False),
+    "malformed response": (json_body(200, {"object": "response", "status": "completed",
+                                           "output": 5}), "technical_failure", False),
+    "unknown status": (ok(status="expired"), "technical_failure", True),
     "dropped connection": (drop(), "technical_failure", False),
     "body not JSON": (raw(200, "<html>upstream error</html>", "text/html"),
                       "technical_failure", False),
@@ -133,7 +142,9 @@ STOPS = {
         "input_tokens": 300_000, "input_tokens_details": {"cached_tokens": 0,
                                                           "cache_write_tokens": 0},
         "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": 300_010}), "unknown_cost", False),
+        "total_tokens": 300_010}), "unknown_cost",
+        # Counted at the usage's price at the frozen rates: more than the reservation.
+        Fraction(300_000 * 10 + 10 * 50, 1_000_000)),
     "changed model": (ok(model="gpt-6-astra-2026-11-15"), "changed_model", True),
 }
 
@@ -160,9 +171,13 @@ def test_series_stops_at_the_first_failure(experiment: Path, server: Server, nam
     # The ledger: five known costs, then call 6 at its cost if known, else its reservation.
     sixth = calls.row(5, named=True)
     expected = sum((expected_cost(n) for n in range(5)), Fraction(0))
-    if cost_known:
+    if cost_known is True:
         assert abs(Fraction(sixth["cost_usd"]) - expected_cost(5)) < Fraction(1, 10**9)
         expected += expected_cost(5)
+    elif isinstance(cost_known, Fraction):
+        assert sixth["cost_usd"] is None
+        assert abs(Fraction(sixth["counted_usd"]) - cost_known) < Fraction(1, 10**9)
+        expected += cost_known
     else:
         assert sixth["cost_usd"] is None and sixth["counted_usd"] == sixth["reserved_usd"]
         journal = [json.loads(line) for line in
@@ -200,19 +215,24 @@ def test_first_response_of_another_model_stops_at_once(experiment: Path, server:
     assert calls_of(series_dir)["model"][0] == "gpt-5-mini"  # recorded, then stopped
 
 
-@pytest.mark.parametrize("name", ["incomplete", "refusal", "unparseable"])
+@pytest.mark.parametrize("name", ["incomplete", "refusal", "unparseable", "lone surrogate"])
 def test_incomplete_refused_and_unparseable_answers_are_kept_and_collection_goes_on(
         experiment: Path, server: Server, name: str) -> None:
     server.script[5] = {
         "incomplete": ok(status="incomplete", incomplete_reason="max_output_tokens", text=""),
         "refusal": ok(refusal="I can’t help with that."),
         "unparseable": ok(text='{"answer": "cut sh'),
+        "lone surrogate": ok(text='{"answer": "cut \ud83d", "citations": []}'),
     }[name]
     result, series_dir = collect(experiment, server)
     assert result.returncode == 0, result.stderr
     assert len(server.requests) == 72
     row = calls_of(series_dir).row(5, named=True)
-    assert row["parsed"] is False and row["stop_reason"] is None
+    assert row["stop_reason"] is None
+    if name == "lone surrogate":  # kept, as U+FFFD in the parsed text; nothing crashes
+        assert row["parsed"] is True and row["answer"] == "cut \ufffd"
+        return
+    assert row["parsed"] is False
     assert abs(Fraction(row["cost_usd"]) - expected_cost(5)) < Fraction(1, 10**9)
     if name == "incomplete":
         assert row["status"] == "incomplete" and row["incomplete_reason"] == "max_output_tokens"
@@ -235,3 +255,23 @@ def test_a_new_series_counts_what_the_stopped_one_spent(experiment: Path,
     used = Decimal(first_line.split("budget used ")[1].split(" of")[0])
     spent_second_call1 = Decimal(str(calls_of(second_dir)["cost_usd"][0]))
     assert used == Decimal("0.41792") + spent_first + spent_second_call1
+
+
+def test_the_budget_follows_the_experiment_not_the_outputs_folder(experiment: Path,
+                                                                  server: Server) -> None:
+    # Room for one plan (6.54 USD) but not for the first series' spend on top of a second.
+    config = experiment / "config.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace('ceiling_usd = "10"',
+                                                                 'ceiling_usd = "7.5"'),
+                      encoding="utf-8")
+    assert run_cli("freeze", str(experiment)).returncode == 0
+    first, _ = collect(experiment, server)
+    assert first.returncode == 0, first.stderr
+    elsewhere = experiment.parent.parent / "elsewhere"
+    second = run_cli("run", str(experiment), "--series", "openai-2", "--backend", "openai",
+                     "--out", str(elsewhere),
+                     env={"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+    assert second.returncode != 0 and "nothing was sent" in second.stderr
+    assert len(server.requests) == 72 and not elsewhere.exists()
+    ledger = experiment / "ledger" / "protocol-1.0-openai.jsonl"
+    assert sum(1 for line in ledger.read_text().splitlines() if '"reserve"' in line) == 72

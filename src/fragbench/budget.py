@@ -27,14 +27,16 @@ class UnknownCost(ValueError):
     """The usage cannot be priced from the frozen table; the message says why."""
 
 
-def cost(usage: Usage | None, pricing: Pricing) -> Decimal:
+def cost(usage: Usage | None, pricing: Pricing, check_context: bool = True) -> Decimal:
     """(input − cached − cache_write) × input + cached × cached_input + cache_write × cache_write
     + output × output, per `pricing.per_tokens`; reasoning tokens are part of output_tokens.
 
-    The usage docs leave open whether `input_tokens` includes the cached and cache-write tokens.
-    We read it as the total (the Responses API's documented meaning for cached tokens), so the
-    cached and cache-write parts are subtracted from it; if they add up to more than the total,
-    the usage is inconsistent and the cost unknown rather than guessed.
+    The usage docs leave open whether `input_tokens` includes the cache-write tokens. The
+    formula (fixed by the collection issue) reads it as the total, as the API documents for
+    cached tokens, so both parts are subtracted from it; if they add up to more than the total,
+    the usage is inconsistent and the cost unknown rather than guessed. `check_context=False`
+    prices an input beyond the short-context limit at the frozen rates anyway: a lower bound,
+    used to count an unknown cost at no less than the evidence.
     """
     if usage is None:
         raise UnknownCost("the response carries no usage")
@@ -55,7 +57,7 @@ def cost(usage: Usage | None, pricing: Pricing) -> Decimal:
     uncached = usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens
     if uncached < 0:
         raise UnknownCost("cached and cache-write tokens exceed input_tokens")
-    if usage.input_tokens > pricing.max_input_tokens:
+    if check_context and usage.input_tokens > pricing.max_input_tokens:
         raise UnknownCost(
             f"{usage.input_tokens} input tokens exceed the {pricing.max_input_tokens} of the "
             "frozen short-context pricing"

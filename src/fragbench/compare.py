@@ -60,6 +60,12 @@ def _side(path: Path) -> tuple[dict, pl.DataFrame]:
             "call_id", "parsed", "n_citations", "n_valid", "n_invalid",
             "conditions_cited_validly")
         calls = calls.join(per_call, on="call_id", how="left")
+    else:  # a series whose plan had no citations measure: nothing measured, not zero
+        calls = calls.with_columns(
+            pl.lit(None, pl.Boolean).alias("parsed"),
+            *[pl.lit(None, pl.Int32).alias(c) for c in ("n_citations", "n_valid", "n_invalid")],
+            pl.lit(None, pl.List(pl.String)).alias("conditions_cited_validly"),
+        )
     return info, calls.drop("call_id").collect()
 
 

@@ -1,20 +1,33 @@
-"""The append-only journal of a series: one JSON object per line, each made durable.
+"""Append-only journals: one per series, and one ledger per budget.
 
-Every record is written with one `write` of a whole line, then flushed and fsync'ed before the
-caller goes on: the reservation before a request leaves, the outcome after it returns. A crash
-can at worst leave a last line without its newline; `read_journal` ignores such a torn line, and
-a call whose reservation is on disk without an outcome counts as spent at its reservation.
+Every record is written with one `write` of a whole line, then fsync'ed before the caller goes
+on: the reservation before a request leaves, the outcome after it returns. A crash can at worst
+leave a last line without its newline; `read_journal` ignores such a torn line, and a call
+whose reservation is on disk without an outcome counts as spent at its reservation.
 
-Records (`type`): `header` (series, experiment, budget, backend, plan hash), `reserve` (call_id,
-seq, reserved_usd), `outcome` (call_id, status, cost_usd or null, the reply), `stop` (reason,
-call_id), `end`.
+Series journal records (`type`): `header` (series, series_uid, experiment, budget, backend,
+plan hash), `reserve` (call_id, seq, reserved_usd), `outcome` (call_id, status, cost_usd or
+null, counted_usd, the reply), `stop` (reason, call_id), `end`.
+
+The budget ledger, `<experiment>/ledger/<budget id>.jsonl`, receives the same `reserve` and
+`outcome` records of every series drawing on that budget, tagged with the series' uid, whatever
+`--out` the series was written to. What a budget has spent is, for each series, the larger of
+what the ledger and the series' own journal (when found under the outputs root) count: deleting
+or moving one of them never lowers the count.
+
+Before anything is written, secrets are redacted: the values given (keys from the environment,
+raw and stripped) and anything shaped like an OpenAI key, organization or project ID, or an
+Authorization header.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -23,37 +36,69 @@ from typing import Any
 from fragbench.errors import SeriesError
 
 JOURNAL_FILE = "journal.jsonl"
+LEDGER_DIR = "ledger"
+
+# Shaped like OpenAI's identifiers (long enough that ordinary words never match).
+ACCOUNT_PATTERNS = re.compile(
+    r"\bsk-[A-Za-z0-9_*-]{16,}"           # keys, masked or not
+    r"|\borg-[A-Za-z0-9]{16,}"            # organization IDs
+    r"|\bproj_[A-Za-z0-9]{16,}"           # project IDs
+    r"|\bBearer\s+[A-Za-z0-9._~+/=-]{16,}"
+)
 
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return ACCOUNT_PATTERNS.sub("[redacted]", text)
+
+
 class Journal:
-    """Opened for appending; `redact` strings (a key) are replaced before anything is written."""
+    """Opened for appending; secrets are redacted before anything is written."""
 
     def __init__(self, path: Path, redact: Iterable[str] = ()) -> None:
         self.path = path
-        self._redact = [s for s in redact if s]
+        self._secrets = sorted({s for v in redact for s in (v, v.strip()) if len(s) >= 8},
+                               key=len, reverse=True)
+        created = not path.exists()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._sync_dir()
-
-    def _sync_dir(self) -> None:
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if created:
+            fsync_dir(path.parent)
 
     def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps({"at": now(), **record}, ensure_ascii=False, sort_keys=False)
-        for secret in self._redact:
-            line = line.replace(secret, "[redacted]")
-        data = (line + "\n").encode("utf-8")
+        full = {"at": now(), **record}
+        line = redact(json.dumps(full, ensure_ascii=False), self._secrets)
+        try:
+            data = (line + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in some text: keep it, escaped
+            data = (redact(json.dumps(full, ensure_ascii=True), self._secrets) + "\n").encode()
         written = os.write(self._fd, data)
         if written != len(data):  # a short write on a full disk: refuse to go on blind
             raise OSError(f"short write to {self.path}")
         os.fsync(self._fd)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """An exclusive lock across processes: two runs drawing on one budget take turns
+        between the balance check and the reservation."""
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         os.close(self._fd)
@@ -81,26 +126,36 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
 
 
 def spent(records: list[dict[str, Any]]) -> Decimal:
-    """What a journal's calls cost: the known cost, else the whole reservation."""
+    """What a journal's calls count: the outcome's counted amount (its cost when known), else
+    the whole reservation."""
     reserved: dict[str, Decimal] = {}
-    costs: dict[str, Decimal] = {}
+    counted: dict[str, Decimal] = {}
     for r in records:
         if r.get("type") == "reserve":
             reserved[r["call_id"]] = Decimal(r["reserved_usd"])
-        elif r.get("type") == "outcome" and r.get("cost_usd") is not None:
-            costs[r["call_id"]] = Decimal(r["cost_usd"])
-    return sum((costs.get(cid, amount) for cid, amount in reserved.items()), Decimal(0))
+        elif r.get("type") == "outcome":
+            amount = r.get("counted_usd", r.get("cost_usd"))
+            if amount is not None:
+                counted[r["call_id"]] = Decimal(amount)
+    return sum((counted.get(cid, amount) for cid, amount in reserved.items()), Decimal(0))
 
 
-def budget_journals(root: Path, budget_id: str) -> list[Path]:
-    """The journals under `root` (any depth) whose header draws on `budget_id`."""
-    found = []
-    for path in sorted(root.glob(f"**/{JOURNAL_FILE}")):
-        records = read_journal(path)
-        if records and records[0].get("type") == "header" and records[0].get("budget") == budget_id:
-            found.append(path)
-    return found
+def ledger_path(experiment_dir: Path, budget_id: str) -> Path:
+    return experiment_dir / LEDGER_DIR / f"{budget_id}.jsonl"
 
 
-def budget_spent(root: Path, budget_id: str) -> Decimal:
-    return sum((spent(read_journal(p)) for p in budget_journals(root, budget_id)), Decimal(0))
+def budget_spent(ledger: Path, root: Path | None, budget_id: str) -> Decimal:
+    """Per series, the larger of the ledger's count and its journal's (under `root`)."""
+    by_series: dict[str, Decimal] = {}
+    if ledger.exists():
+        records = read_journal(ledger)
+        for uid in {r.get("series_uid") for r in records}:
+            by_series[str(uid)] = spent([r for r in records if r.get("series_uid") == uid])
+    if root is not None and root.exists():
+        for path in sorted(root.glob(f"**/{JOURNAL_FILE}")):
+            records = read_journal(path)
+            head = records[0] if records else {}
+            if head.get("type") == "header" and head.get("budget") == budget_id:
+                uid = str(head.get("series_uid", path))
+                by_series[uid] = max(by_series.get(uid, Decimal(0)), spent(records))
+    return sum(by_series.values(), Decimal(0))

@@ -87,11 +87,12 @@ def _run_section(series_dir: Path, info: dict[str, Any], status: dict[str, Any],
     ]
     budget = plan["budget"]
     if info.get("budget"):
-        used = Decimal(budget["prior_spend_usd"]) + budget_spent(series_dir.parent.parent,
-                                                                 info["budget"])
+        ledger = series_dir / info["ledger"] if info.get("ledger") else series_dir / "none"
+        used = Decimal(budget["prior_spend_usd"]) + budget_spent(
+            ledger, series_dir.parent.parent, info["budget"])
         rows.append(("budget", f"{usd(used)} of {budget['ceiling_usd']} USD used (prior "
-                               f"{budget['prior_spend_usd']} and every recorded series of "
-                               f"budget `{info['budget']}`)"))
+                               f"{budget['prior_spend_usd']} and every series of budget "
+                               f"`{info['budget']}` recorded when this report was written)"))
     else:
         rows.append(("budget", "draws on no budget (no cost)"))
     stop = status.get("stop")

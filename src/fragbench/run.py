@@ -10,6 +10,7 @@ import hashlib
 import os
 import re
 import shutil
+import uuid
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -17,11 +18,21 @@ from pathlib import Path
 import attrs
 
 from fragbench.budget import balance, usd
-from fragbench.collect import Progress, Stop, collect
+from fragbench.collect import BudgetBook, Progress, Stop, collect
 from fragbench.config import load_experiment
 from fragbench.corpus import facts_frame
 from fragbench.errors import BudgetError, ConfigError, SeriesError
-from fragbench.journal import JOURNAL_FILE, Journal, budget_spent, now, read_journal, spent
+from fragbench.journal import (
+    JOURNAL_FILE,
+    Journal,
+    budget_spent,
+    fsync_dir,
+    ledger_path,
+    now,
+    read_journal,
+    redact,
+    spent,
+)
 from fragbench.plan import call_reservation, plan_path, verify
 from fragbench.plugins import registry
 from fragbench.report import write_report
@@ -48,6 +59,18 @@ def secrets_in_env() -> list[str]:
     """Values never to be written: keys, tokens, secrets, passwords, organization and project
     identifiers found in the environment."""
     return [v for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v) >= 8]
+
+
+def _make_dirs(path: Path) -> None:
+    """Create `path` and its missing parents, each made durable in its parent: a power loss
+    must not take a series folder, reservations and all, after calls were billed."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        folder.mkdir()
+        fsync_dir(folder.parent)
 
 
 def existing_series_error(series_dir: Path, name: str) -> SeriesError:
@@ -89,8 +112,10 @@ def run(
 
     reservations = {c.seq: call_reservation(c, backend_cfg, experiment) for c in calls}
     budget = experiment.budget if backend_cfg.pricing is not None else None
+    ledger = ledger_path(experiment.dir, experiment.budget.id)
     if budget is not None:
-        already = budget_spent(out, budget.id)
+        # Checked again under the ledger's lock before every call; this one refuses early.
+        already = budget_spent(ledger, out, budget.id)
         available = balance(budget, already)
         total = sum(reservations.values(), Decimal(0))
         if total > available:
@@ -102,18 +127,25 @@ def run(
 
     plugin = registry().get("backend", backend_cfg.plugin)
     session = plugin.open(backend_cfg.params)
+    secrets = secrets_in_env()
+    book = None
     try:
-        series_dir.mkdir(parents=True)
+        _make_dirs(series_dir.parent)
+        series_dir.mkdir()  # exclusive: a series created meanwhile is never written into
+        fsync_dir(series_dir.parent)
         shutil.copyfile(plan_path(experiment), series_dir / "plan.json")
+        series_uid = uuid.uuid4().hex
         info = {
             "experiment": experiment.id,
             "series": series,
+            "series_uid": series_uid,
             "backend": backend,
             "backend_plugin": backend_cfg.plugin,
             "is_model": plugin.is_model,
             "label": plugin.label,
-            "endpoint": session.endpoint,
+            "endpoint": redact(session.endpoint, secrets),
             "budget": budget.id if budget else None,
+            "ledger": os.path.relpath(ledger, series_dir) if budget else None,
             "plan_sha256": hashlib.sha256(plan_path(experiment).read_bytes()).hexdigest(),
             "started_at": now(),
         }
@@ -121,15 +153,22 @@ def run(
         write_parquet(facts_frame(experiment.cases, list(experiment.languages)),
                       series_dir / "facts.parquet")
         write_parquet(retrieval_table, series_dir / "retrieval.parquet")
-        journal = Journal(series_dir / JOURNAL_FILE, redact=secrets_in_env())
+        journal = Journal(series_dir / JOURNAL_FILE, redact=secrets)
+        if budget is not None:
+            _make_dirs(ledger.parent)
+            book = BudgetBook(budget=budget, ledger=Journal(ledger, redact=secrets), root=out,
+                              series=series, series_uid=series_uid)
         try:
             journal.append({"type": "header", "experiment": experiment.id, "series": series,
-                            "backend": backend, "budget": info["budget"],
-                            "plan_sha256": info["plan_sha256"], "calls": len(calls)})
-            stop = collect(calls, reservations, session, backend_cfg, journal, budget, out,
+                            "series_uid": series_uid, "backend": backend,
+                            "budget": info["budget"], "plan_sha256": info["plan_sha256"],
+                            "calls": len(calls)})
+            stop = collect(calls, reservations, session, backend_cfg, journal, book,
                            on_progress)
         finally:
             journal.close()
+            if book is not None:
+                book.ledger.close()
     finally:
         session.close()
     derive_tables(series_dir)

@@ -53,7 +53,8 @@ CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
     "cost_usd": (pl.Float64, "usage-based cost; null when unknown"),
     "cost_unknown": (pl.String, "why the cost is unknown, if it is"),
     "reserved_usd": (pl.Float64, "the call's reservation; null when not sent"),
-    "counted_usd": (pl.Float64, "what the budget counts: cost if known, else the reservation"),
+    "counted_usd": (pl.Float64, "what the budget counts: the cost if known, else the "
+                                "reservation or, if larger, the usage at the frozen rates"),
     "supplied_ids": (pl.List(pl.String), "fact IDs given to the model, in the order shown"),
     "request_sha256": (pl.String, "sha256 of the exact request text, as frozen"),
     "parsed": (pl.Boolean, "the answer text is valid JSON for the schema"),
@@ -116,7 +117,8 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
         status = out.get("status") or ("interrupted" if res else "not_sent")
         reserved = Decimal(res["reserved_usd"]) if res else None
         known = out.get("cost_usd")
-        counted = Decimal(known) if known is not None else reserved
+        recorded = out.get("counted_usd", known)
+        counted = Decimal(recorded) if recorded is not None else reserved
         parsed = parse_answer(out.get("text")) if out else None
         rows.append({
             "call_id": cid, "seq": planned["seq"], "case": planned["case"],

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -62,6 +63,12 @@ def usage_from(body: dict[str, Any]) -> Usage | None:
     )
 
 
+def _clean(text: str) -> str:
+    """Lone surrogates (from JSON escapes such as \\ud83d) become U+FFFD in the parsed text; the
+    raw body keeps them as sent."""
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
+
+
 def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
     """A Reply from a parsed Responses API body; BackendFailure if it is no Response."""
     if not isinstance(body, dict) or body.get("object") != "response" or not isinstance(
@@ -90,8 +97,8 @@ def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
         else None,
         request_id=request_id,
         usage=usage_from(body),
-        text="".join(texts) if texts else None,
-        refusal="\n".join(refusals) if refusals else None,
+        text=_clean("".join(texts)) if texts else None,
+        refusal=_clean("\n".join(refusals)) if refusals else None,
         incomplete_reason=incomplete.get("reason") if isinstance(incomplete, dict) else None,
         error=json.dumps(error, ensure_ascii=False) if error else None,
         raw=raw,
@@ -146,7 +153,14 @@ class OpenAISession:
             raise BackendFailure("bad_body", "the body is not JSON", raw=text,
                                  http_status=raw.http_response.status_code,
                                  request_id=request_id) from None
-        return reply_from(body, text, request_id)
+        try:
+            return reply_from(body, text, request_id)
+        except BackendFailure:
+            raise
+        except Exception as exc:  # a Response-shaped body with the wrong types inside
+            raise BackendFailure("bad_body", f"the body is not a readable Responses API "
+                                 f"response ({type(exc).__name__})", raw=text,
+                                 request_id=request_id) from None
 
     def close(self) -> None:
         self.client.close()
