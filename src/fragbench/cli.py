@@ -58,9 +58,17 @@ def retrieve(
 
 
 @app.command()
-def plan(experiment: Annotated[Path, typer.Argument(help="Experiment folder.")]) -> None:
+def plan(
+    experiment: Annotated[Path, typer.Argument(help="Experiment folder.")],
+    out: Annotated[Path, typer.Option(help="Outputs root whose series journals count too.")]
+    = Path("outputs"),
+) -> None:
     """Print the schedule, the reservations and the balance. Sends nothing."""
+    from decimal import Decimal
+
+    from fragbench.budget import usd
     from fragbench.config import load_experiment
+    from fragbench.journal import budget_spent, ledger_path
     from fragbench.plan import build_plan
 
     exp = load_experiment(experiment)
@@ -75,7 +83,11 @@ def plan(experiment: Annotated[Path, typer.Argument(help="Experiment folder.")])
     typer.echo(f"total reservation {b['total_reservation_usd']} USD; balance "
                f"{b['balance_usd']} USD (ceiling {b['ceiling_usd']} - prior "
                f"{b['prior_spend_usd']}); {'fits' if b['fits'] else 'DOES NOT FIT'}")
-    typer.echo("(series already recorded are counted by `fragbench run`, from their journals)")
+    already = budget_spent(ledger_path(exp.dir, exp.budget.id), out, exp.budget.id)
+    left = Decimal(b["balance_usd"]) - already
+    total = Decimal(b["total_reservation_usd"])
+    typer.echo(f"already recorded on budget {exp.budget.id}: {usd(already)} USD; balance now "
+               f"{usd(left)} USD; a new series {'fits' if total <= left else 'DOES NOT FIT'}")
 
 
 @app.command()

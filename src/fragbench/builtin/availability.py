@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from fragbench.columns import CALL_COLUMNS, PASSAGE_COLUMNS
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
 
@@ -27,9 +28,7 @@ SPLIT_SCHEMA = {
 }
 
 AVAILABILITY_SCHEMA = {
-    "case": "case ID",
-    "lang": "language code",
-    "variant": "sentence order",
+    **PASSAGE_COLUMNS,
     "mode": "retrieval (selected chunks of the setting) or full (all sentences)",
     "chunk_size": "retrieval setting; null for full",
     "top_k": "retrieval setting; null for full",
@@ -38,12 +37,7 @@ AVAILABILITY_SCHEMA = {
 }
 
 CALL_AVAILABILITY_SCHEMA = {
-    "call_id": "planned call ID",
-    "case": "case ID",
-    "lang": "language code",
-    "variant": "sentence order",
-    "mode": "retrieval or full",
-    "rep": "repetition",
+    **CALL_COLUMNS,
     "status": "the call's status (not_sent calls were planned, never given anything)",
     **SPLIT_SCHEMA,
 }

@@ -22,6 +22,7 @@ from typing import Any
 
 import polars as pl
 
+from fragbench.columns import CALL_COLUMNS
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
 
@@ -48,12 +49,7 @@ CITATIONS_SCHEMA = {
 }
 
 PER_CALL_SCHEMA = {
-    "call_id": "planned call ID",
-    "case": "case ID",
-    "lang": "language code",
-    "variant": "sentence order",
-    "mode": "retrieval or full",
-    "rep": "repetition",
+    **CALL_COLUMNS,
     "parsed": "whether the answer parsed; the counts below are null when it did not",
     "n_citations": "citations in the answer",
     "n_valid": "citations valid at the exact level",

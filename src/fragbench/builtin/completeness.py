@@ -8,18 +8,14 @@ from typing import Any
 
 import polars as pl
 
+from fragbench.columns import CALL_COLUMNS, PASSAGE_COLUMNS
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
 
 CELL = ["case", "lang", "variant", "mode"]
 
 COMPLETENESS_SCHEMA = {
-    "call_id": "planned call ID",
-    "case": "case ID",
-    "lang": "language code",
-    "variant": "sentence order",
-    "mode": "retrieval or full",
-    "rep": "repetition",
+    **CALL_COLUMNS,
     "status": "completed, incomplete, failed, …, interrupted, not_sent",
     "stop_reason": "where the series stopped, on that call",
     "answered": "a response arrived (completed or incomplete)",
@@ -30,9 +26,7 @@ COMPLETENESS_SCHEMA = {
 }
 
 USAGE_SCHEMA = {
-    "case": "case ID",
-    "lang": "language code",
-    "variant": "sentence order",
+    **PASSAGE_COLUMNS,
     "mode": "retrieval or full",
     "calls_planned": "calls planned in the cell (the repetitions)",
     "calls_sent": "calls sent",
