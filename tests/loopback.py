@@ -17,7 +17,7 @@ from typing import Any
 def response_body(text: str, *, model: str = "gpt-6-astra-2026-09-30", status: str = "completed",
                   service_tier: str = "default", usage: Any = None,
                   refusal: str | None = None, incomplete_reason: str | None = None,
-                  number: int = 0) -> dict[str, Any]:
+                  error_message: str = "The model failed.", number: int = 0) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if refusal is not None:
         content.append({"type": "refusal", "refusal": refusal})
@@ -36,7 +36,7 @@ def response_body(text: str, *, model: str = "gpt-6-astra-2026-09-30", status: s
     if usage == "omit":
         del body["usage"]
     if status == "failed":
-        body["error"] = {"code": "server_error", "message": "The model failed."}
+        body["error"] = {"code": "server_error", "message": error_message}
     return body
 
 

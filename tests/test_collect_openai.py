@@ -124,14 +124,19 @@ STOPS: dict[str, tuple[Any, str, bool | Fraction]] = {
         "technical_failure", False),
     "malformed response": (json_body(200, {"object": "response", "status": "completed",
                                            "output": 5}), "technical_failure", False),
-    "unknown status": (ok(status="expired"), "technical_failure", True),
+    # A response that did not finish may not be billed at its usage: counted at reservation.
+    "unknown status": (ok(status="expired"), "technical_failure", False),
     "dropped connection": (drop(), "technical_failure", False),
     "body not JSON": (raw(200, "<html>upstream error</html>", "text/html"),
                       "technical_failure", False),
     "JSON that is no response": (json_body(200, {"hello": "world"}), "technical_failure", False),
-    "status failed": (ok(status="failed"), "technical_failure", True),
-    "status queued": (ok(status="queued"), "technical_failure", True),
-    "status cancelled": (ok(status="cancelled"), "technical_failure", True),
+    "status failed": (ok(status="failed"), "technical_failure", False),
+    "status failed naming the account": (
+        ok(status="failed", error_message=f"quota of {ORG} in {PROJECT} exhausted"),
+        "technical_failure", False),
+    "status queued": (ok(status="queued"), "technical_failure", False),
+    "status in_progress": (ok(status="in_progress"), "technical_failure", False),
+    "status cancelled": (ok(status="cancelled"), "technical_failure", False),
     "missing usage": (ok(usage="omit"), "unknown_cost", False),
     "usage field missing": (ok(usage={"input_tokens": 10, "output_tokens": 5,
                                       "input_tokens_details": {"cached_tokens": 0},
@@ -185,6 +190,11 @@ def test_series_stops_at_the_first_failure(experiment: Path, server: Server, nam
         expected += Fraction(Decimal(next(r["reserved_usd"] for r in journal
                                           if r["type"] == "reserve" and r["seq"] == 6)))
     assert Fraction(Decimal(status["spent_usd"])) == expected
+    # Cells with nothing sent show nothing known: null, never zero.
+    usage = pl.read_parquet(series_dir / "usage.parquet").filter(pl.col("calls_sent") == 0)
+    assert usage.height > 0
+    for column in ("input_tokens", "cost_usd", "counted_usd"):
+        assert usage[column].null_count() == usage.height
 
     # A stopped series is final.
     again, _ = collect(experiment, server)

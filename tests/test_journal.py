@@ -34,3 +34,18 @@ def test_an_altered_line_in_the_middle_is_refused(tmp_path: Path) -> None:
     path.write_text('{"type": "header"}\nnot json\n{"type": "end"}\n', encoding="utf-8")
     with pytest.raises(SeriesError, match="line 2 is not a journal record"):
         read_journal(path)
+
+
+def test_a_torn_line_is_repaired_by_the_next_writer(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    journal = Journal(path)
+    journal.append({"type": "reserve", "call_id": "a", "seq": 1, "reserved_usd": "0.09"})
+    journal.close()
+    with open(path, "ab") as fh:  # a power loss in the middle of the next line
+        fh.write(b'{"type": "reserve", "call_id": "b", "se')
+    later = Journal(path)  # another series opens the shared ledger
+    later.append({"type": "reserve", "call_id": "c", "seq": 1, "reserved_usd": "0.08"})
+    later.close()
+    records = read_journal(path)
+    assert [r["type"] for r in records] == ["reserve", "repair", "reserve"]
+    assert spent(records) == Decimal("0.17")

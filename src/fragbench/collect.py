@@ -153,6 +153,7 @@ def collect(
         journal.append(entry)
 
     def stop_here(stop: Stop) -> Stop:
+        stop = attrs.evolve(stop, detail=journal.redact(stop.detail))  # it is printed too
         journal.append({"type": "stop", **attrs.asdict(stop)})
         return stop
 
@@ -190,6 +191,10 @@ def collect(
             return stop_here(Stop("technical_failure", failure.message, call.id, call.seq))
 
         amount, unknown, counted = _priced(reply, backend, reserved)
+        if reply.status not in ANSWERED_STATUSES and backend.pricing is not None:
+            # Not finished (or failed on the way): its usage may not be its final bill.
+            amount, unknown = None, f"status {reply.status!r}: the usage may not be final"
+            counted = max(counted, reserved)
         record({
             "type": "outcome", "call_id": call.id, "seq": call.seq, "status": reply.status,
             "model": reply.model, "service_tier": reply.service_tier,

@@ -54,7 +54,7 @@ def _side(path: Path) -> tuple[dict, pl.DataFrame]:
     d = dirs[0]
     info = {**read_json(d / "series.json"), **read_json(d / "status.json")}
     tables = scan(d)
-    calls = tables["calls"].select(*CELL, "call_id", "status", "cost_usd")
+    calls = tables["calls"].select(*CELL, "call_id", "status", "cost_usd", "request_sha256")
     if "citations_per_call" in tables:
         per_call = tables["citations_per_call"].select(
             "call_id", "parsed", "n_citations", "n_valid", "n_invalid",
@@ -81,13 +81,15 @@ def compare(a: Path, b: Path) -> tuple[list[str], pl.DataFrame]:
     table = calls_a.join(calls_b, on=CELL, how="full", coalesce=True, suffix="_b")
     table = table.rename({c: f"{c}_a" for c in SIDE if c in calls_a.columns})
     answered = ["completed", "incomplete"]
+    same_request = pl.col("request_sha256") == pl.col("request_sha256_b")
     table = table.with_columns(
-        (pl.col("status_a").is_in(answered) & pl.col("status_b").is_in(answered))
-        .fill_null(False).alias("compared"),
+        (pl.col("status_a").is_in(answered) & pl.col("status_b").is_in(answered)
+         & same_request).fill_null(False).alias("compared"),
     ).with_columns(
         pl.when(pl.col("compared")).then(pl.lit(""))
         .when(pl.col("status_a").is_null()).then(pl.lit("cell absent from A"))
         .when(pl.col("status_b").is_null()).then(pl.lit("cell absent from B"))
+        .when(~same_request).then(pl.lit("not compared: the two calls sent different requests"))
         .otherwise(pl.format("not compared: A {}, B {}", "status_a", "status_b"))
         .alias("note"),
     ).sort(CELL)
@@ -97,6 +99,9 @@ def compare(a: Path, b: Path) -> tuple[list[str], pl.DataFrame]:
     table = table.select(*columns, "note")
 
     warnings = []
+    if info_a["plan_sha256"] != info_b["plan_sha256"]:
+        warnings.append("WARNING: the two series ran different frozen plans; cells whose "
+                        "requests differ are not compared.")
     for side, info in (("A", info_a), ("B", info_b)):
         if info["state"] != "complete":
             stop = info.get("stop")

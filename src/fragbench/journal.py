@@ -66,6 +66,16 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return ACCOUNT_PATTERNS.sub("[redacted]", text)
 
 
+def _redact_value(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, dict):
+        return {k: _redact_value(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_value(v, secrets) for v in value]
+    return value
+
+
 class Journal:
     """Opened for appending; secrets are redacted before anything is written."""
 
@@ -77,14 +87,24 @@ class Journal:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if created:
             fsync_dir(path.parent)
+        elif path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+            # A crash tore the last line: end it, and say so, so that what follows is whole.
+            self._write(b"\n" + json.dumps({"at": now(), "type": "repair", "note":
+                                            "the line above was torn by a crash"}).encode()
+                        + b"\n")
+
+    def redact(self, text: str) -> str:
+        return redact(text, self._secrets)
 
     def append(self, record: dict[str, Any]) -> None:
-        full = {"at": now(), **record}
-        line = redact(json.dumps(full, ensure_ascii=False), self._secrets)
+        full = _redact_value({"at": now(), **record}, self._secrets)
         try:
-            data = (line + "\n").encode("utf-8")
+            data = (json.dumps(full, ensure_ascii=False) + "\n").encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate in some text: keep it, escaped
-            data = (redact(json.dumps(full, ensure_ascii=True), self._secrets) + "\n").encode()
+            data = (json.dumps(full, ensure_ascii=True) + "\n").encode()
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
         written = os.write(self._fd, data)
         if written != len(data):  # a short write on a full disk: refuse to go on blind
             raise OSError(f"short write to {self.path}")
@@ -118,7 +138,9 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
         try:
             records.append(json.loads(line))
         except (json.JSONDecodeError, UnicodeDecodeError):
-            if number == len(lines):  # only the unterminated last line may be torn
+            # Only a torn line may be unreadable: the unterminated last one, or one that the
+            # next writer marked with a `repair` record.
+            if number == len(lines) or b'"type": "repair"' in lines[number]:
                 continue
             raise SeriesError(f"{path}: line {number} is not a journal record; the journal was "
                               "altered, restore it before collecting again.") from None

@@ -8,6 +8,7 @@ variant, with the three repetitions shown as three.
 from __future__ import annotations
 
 import hashlib
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,8 @@ def _cell(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.6g}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|")
+    return re.sub(r"[\r\n]+", " ", text)
 
 
 def markdown_table(frame: pl.DataFrame) -> str:
@@ -165,7 +167,8 @@ def write_report(series_dir: Path) -> Path:
                    .pivot(on="reason", index="call_id", values="len"))
         missing = [r for r in REASONS if r not in reasons.columns]
         reasons = reasons.with_columns(pl.lit(None, pl.UInt32).alias(r) for r in missing)
-        exact = per_call.join(reasons, on="call_id", how="left").with_columns(
+        exact = per_call.join(reasons, on="call_id", how="left",
+                              maintain_order="left").with_columns(
             pl.when(pl.col("parsed")).then(pl.col(r).fill_null(0)) for r in REASONS)
         out += ["", "## Citations that hold word for word", "",
                 "Exact level: the extract must be an exact substring of the supplied sentence "
@@ -210,9 +213,9 @@ def write_report(series_dir: Path) -> Path:
         if row["status"] == "not_sent":
             continue
         out += [f"### {row['seq']}. {row['call_id']} — {row['status']}", ""]
-        body = row["text"] if row["text"] is not None else row["refusal"] or row["error"] or ""
-        label = "refusal" if row["refusal"] else "text"
-        out += [f"```{label}", body.replace("```", "ˋˋˋ"), "```", ""]
+        parts = [(label, row[label]) for label in ("text", "refusal", "error") if row[label]]
+        for label, body in parts or [("text", "")]:
+            out += [f"```{label}", body.replace("```", "ˋˋˋ"), "```", ""]
     not_sent = calls.filter(pl.col("status") == "not_sent").height
     if not_sent:
         out += [f"{not_sent} planned calls were not sent (the series stopped).", ""]

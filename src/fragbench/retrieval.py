@@ -93,7 +93,7 @@ def retrieve(
     table = select(scored, sorted({k for _, k in settings}))
     wanted = pl.DataFrame(settings, schema={"chunk_size": pl.Int32, "top_k": pl.Int32},
                           orient="row")
-    return table.join(wanted, on=["chunk_size", "top_k"], how="semi")
+    return table.join(wanted, on=["chunk_size", "top_k"], how="semi", maintain_order="left")
 
 
 def selected_facts(table: pl.DataFrame, chunk_size: int, top_k: int) -> dict[tuple[str, str, str],

@@ -60,7 +60,7 @@ def split_supplied(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         .explode("fact_id")
         .drop_nulls("fact_id")
         .join(facts.select("case", "lang", "fact_id", "is_condition"),
-              on=["case", "lang", "fact_id"], how="left")
+              on=["case", "lang", "fact_id"], how="left", maintain_order="left")
         .with_columns(pl.col("is_condition").fill_null(False))
     )
     split = supplied.group_by("_row").agg(
@@ -71,7 +71,8 @@ def split_supplied(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         base.select("_row", pl.col("conditions").alias("fact_id"))
         .explode("fact_id")
         .drop_nulls("fact_id")
-        .join(supplied.select("_row", "fact_id"), on=["_row", "fact_id"], how="anti")
+        .join(supplied.select("_row", "fact_id"), on=["_row", "fact_id"], how="anti",
+              maintain_order="left")
         .group_by("_row", maintain_order=True)
         .agg(pl.col("fact_id").alias("conditions_missing"))
     )

@@ -149,8 +149,8 @@ class Citations:
         conditions = data.facts.filter(pl.col("is_condition")).select(
             "case", "lang", pl.col("fact_id").alias("id"), pl.lit(True).alias("_cond"))
         info = calls.select("call_id", "case", "lang")
-        t = table.join(info, on="call_id").join(conditions, on=["case", "lang", "id"],
-                                                how="left")
+        t = table.join(info, on="call_id", maintain_order="left").join(
+            conditions, on=["case", "lang", "id"], how="left", maintain_order="left")
         counts = t.group_by("call_id").agg(
             pl.len().cast(pl.Int32).alias("n_citations"),
             pl.col("valid").sum().cast(pl.Int32).alias("n_valid"),
@@ -164,7 +164,7 @@ class Citations:
         supplied_conditions = (
             calls.select("call_id", "case", "lang", pl.col("supplied_ids").alias("id"))
             .explode("id").drop_nulls("id")
-            .join(conditions, on=["case", "lang", "id"])
+            .join(conditions, on=["case", "lang", "id"], maintain_order="left")
             .group_by("call_id", maintain_order=True)
             .agg(pl.col("id").alias("_supplied_conditions"))
         )
@@ -173,8 +173,8 @@ class Citations:
         zero = pl.lit(0, pl.Int32)
         return (
             calls.select("call_id", "case", "lang", "variant", "mode", "rep", "parsed")
-            .join(counts, on="call_id", how="left")
-            .join(supplied_conditions, on="call_id", how="left")
+            .join(counts, on="call_id", how="left", maintain_order="left")
+            .join(supplied_conditions, on="call_id", how="left", maintain_order="left")
             .with_columns(
                 # A parsed answer with no citation has zero of everything; an unparsed one
                 # has nothing measured: null, never zero.

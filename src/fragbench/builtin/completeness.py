@@ -20,7 +20,7 @@ COMPLETENESS_SCHEMA = {
     "stop_reason": "where the series stopped, on that call",
     "answered": "a response arrived (completed or incomplete)",
     "parsed": "the answer text is valid JSON for the schema",
-    "refused": "the model refused",
+    "refused": "the model refused; null when no answer arrived",
     "incomplete_reason": "why a response is incomplete",
     "error": "the failure or the provider's error",
 }
@@ -30,15 +30,19 @@ USAGE_SCHEMA = {
     "mode": "retrieval or full",
     "calls_planned": "calls planned in the cell (the repetitions)",
     "calls_sent": "calls sent",
-    "input_tokens": "sum over the cell's calls with a known usage",
+    "input_tokens": "sum over the cell's calls with a known usage; null when none has one",
     "cached_tokens": "idem",
     "cache_write_tokens": "idem",
     "output_tokens": "idem (reasoning included)",
     "reasoning_tokens": "idem",
-    "cost_usd": "sum of known costs",
+    "cost_usd": "sum of known costs; null when no cost is known",
     "calls_cost_unknown": "sent calls whose cost is unknown (counted at their reservation)",
-    "counted_usd": "what the budget counts for the cell",
+    "counted_usd": "what the budget counts for the cell; null when nothing was sent",
 }
+
+
+def _known_sum(column: str) -> pl.Expr:
+    return pl.when(pl.col(column).is_not_null().any()).then(pl.col(column).sum()).alias(column)
 
 
 class Completeness:
@@ -48,9 +52,11 @@ class Completeness:
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:
             return {}
+        answered = pl.col("status").is_in(["completed", "incomplete"])
         table = data.calls.with_columns(
-            pl.col("status").is_in(["completed", "incomplete"]).alias("answered"),
-            pl.col("refusal").is_not_null().alias("refused"),
+            answered.alias("answered"),
+            # Only an answer can be a refusal; for the others nothing is known: null.
+            pl.when(answered).then(pl.col("refusal").is_not_null()).alias("refused"),
             pl.coalesce("error", "stop_detail").alias("error"),
         )
         return {"completeness": table.select(list(COMPLETENESS_SCHEMA))}
@@ -71,11 +77,10 @@ class UsageMeasure:
             .agg(
                 pl.len().cast(pl.Int32).alias("calls_planned"),
                 sent.sum().cast(pl.Int32).alias("calls_sent"),
-                *[pl.col(t).sum() for t in tokens],
-                pl.col("cost_usd").sum(),
+                # A sum over nothing known is unknown (null), never zero.
+                *[_known_sum(t) for t in (*tokens, "cost_usd", "counted_usd")],
                 (sent & pl.col("cost_usd").is_null()).sum().cast(pl.Int32)
                 .alias("calls_cost_unknown"),
-                pl.col("counted_usd").sum(),
             )
             .sort(CELL)
         )
