@@ -41,3 +41,13 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
 def server() -> Iterator[Server]:
     with Server() as srv:
         yield srv
+
+
+def refreeze(experiment: Path, old: str, new: str) -> None:
+    """Change one setting of the experiment copy's config, then freeze its plan again."""
+    config = experiment / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    assert old in text, old
+    config.write_text(text.replace(old, new), encoding="utf-8")
+    frozen = run_cli("freeze", str(experiment))
+    assert frozen.returncode == 0, frozen.stderr

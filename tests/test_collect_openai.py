@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, run_cli
+from conftest import CANARY_KEY, refreeze, run_cli
 from loopback import Server, default_usage, drop, http_error, json_body, ok, raw, sleep
 
 from fragbench.config import load_experiment
@@ -204,11 +204,7 @@ def test_series_stops_at_the_first_failure(experiment: Path, server: Server, nam
 
 
 def test_timeout_stops_and_keeps_the_reservation(experiment: Path, server: Server) -> None:
-    config = experiment / "config.toml"
-    config.write_text(config.read_text(encoding="utf-8").replace("timeout_seconds = 600",
-                                                                 "timeout_seconds = 1"),
-                      encoding="utf-8")
-    assert run_cli("freeze", str(experiment)).returncode == 0
+    refreeze(experiment, "timeout_seconds = 600", "timeout_seconds = 1")
     server.script[2] = sleep(3)
     result, series_dir = collect(experiment, server)
     assert result.returncode != 0 and "timed out" in result.stderr
@@ -270,11 +266,7 @@ def test_a_new_series_counts_what_the_stopped_one_spent(experiment: Path,
 def test_the_budget_follows_the_experiment_not_the_outputs_folder(experiment: Path,
                                                                   server: Server) -> None:
     # Room for one plan (6.54 USD) but not for the first series' spend on top of a second.
-    config = experiment / "config.toml"
-    config.write_text(config.read_text(encoding="utf-8").replace('ceiling_usd = "10"',
-                                                                 'ceiling_usd = "7.5"'),
-                      encoding="utf-8")
-    assert run_cli("freeze", str(experiment)).returncode == 0
+    refreeze(experiment, 'ceiling_usd = "10"', 'ceiling_usd = "7.5"')
     first, _ = collect(experiment, server)
     assert first.returncode == 0, first.stderr
     elsewhere = experiment.parent.parent / "elsewhere"

@@ -8,7 +8,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, refreeze, run_cli
 
 from fragbench import text
 from fragbench.config import load_experiment
@@ -147,12 +147,7 @@ def test_run_refuses_a_tampered_schedule(experiment: Path, workspace: Path) -> N
 
 def test_smaller_budget_refuses_with_no_call_made(experiment: Path, workspace: Path,
                                                   server) -> None:  # type: ignore[no-untyped-def]
-    config = experiment / "config.toml"
-    config.write_text(config.read_text(encoding="utf-8").replace('ceiling_usd = "10"',
-                                                                 'ceiling_usd = "5"'),
-                      encoding="utf-8")
-    frozen = run_cli("freeze", str(experiment))
-    assert frozen.returncode == 0, frozen.stderr
+    refreeze(experiment, 'ceiling_usd = "10"', 'ceiling_usd = "5"')
     planned = run_cli("plan", str(experiment))
     assert "DOES NOT FIT" in planned.stdout
     result = run_cli("run", str(experiment), "--out", str(workspace / "outputs"),

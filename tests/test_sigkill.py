@@ -15,7 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
-from conftest import CANARY_KEY, ROOT, run_cli
+from conftest import CANARY_KEY, ROOT, refreeze, run_cli
 from loopback import Server, sleep
 
 from fragbench.journal import budget_spent, ledger_path, read_journal
@@ -26,11 +26,7 @@ TRIALS = 20
 def test_sigkill_at_random_points(experiment: Path, server: Server) -> None:
     # A ceiling that fits the plan with less slack than any single call's reservation: once one
     # call is counted, a whole new series can no longer fit.
-    config = experiment / "config.toml"
-    config.write_text(config.read_text(encoding="utf-8").replace('ceiling_usd = "10"',
-                                                                 'ceiling_usd = "7"'),
-                      encoding="utf-8")
-    assert run_cli("freeze", str(experiment)).returncode == 0
+    refreeze(experiment, 'ceiling_usd = "10"', 'ceiling_usd = "7"')
     plan = json.loads((experiment / "experiment.json").read_text(encoding="utf-8"))
     reserved = {c["id"]: Decimal(c["reserved_usd"]) for c in plan["schedule"]}
     assert Decimal(plan["budget"]["total_reservation_usd"]) + min(reserved.values()) > \
