@@ -28,6 +28,17 @@ def experiment(workspace: Path) -> Path:
     return workspace / "experiments" / "protocol-1.0"
 
 
+@pytest.fixture
+def extractive(experiment: Path, workspace: Path) -> Path:
+    """The offline series, run exactly as `make demo` runs it, in the workspace copy."""
+    result = run_cli("run", str(experiment), "--series", "extractive",
+                     "--out", str(workspace / "outputs"))
+    assert result.returncode == 0, result.stderr
+    assert "non-model baseline" in result.stdout and "report.md" in result.stdout
+    assert "72 of 72 calls sent; spent 0 USD" in result.stdout
+    return workspace / "outputs" / "protocol-1.0" / "extractive"
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """The real command, in a subprocess, as a user would run it."""

@@ -8,22 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pytest
 from conftest import CANARY_KEY, run_cli
 from loopback import Server, http_error
 from matplotlib import image
 from test_plugins import fake_distribution, with_path
 
 import fragbench
-
-
-@pytest.fixture
-def extractive(experiment: Path, workspace: Path) -> Path:
-    result = run_cli("run", str(experiment), "--series", "extractive",
-                     "--out", str(workspace / "outputs"))
-    assert result.returncode == 0, result.stderr
-    assert "report.md" in result.stdout
-    return workspace / "outputs" / "protocol-1.0" / "extractive"
 
 
 def loopback_series(experiment: Path, server: Server, name: str) -> Path:

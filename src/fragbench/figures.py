@@ -47,8 +47,9 @@ def availability_heatmap(availability: pl.DataFrame, stem: Path) -> list[Path]:
         .otherwise(pl.format("size {} · top {}", "chunk_size", "top_k")).alias("setting"),
         pl.format("{} {} {}", "case", "lang", "variant").alias("passage"),
     )
-    retrieval = table.filter(pl.col("mode") == "retrieval").sort("chunk_size", "top_k")
-    settings = [*retrieval["setting"].unique(maintain_order=True).to_list(), "full"]
+    from fragbench.report import setting_order
+
+    settings = setting_order(table)
     passages = table["passage"].unique(maintain_order=True).to_list()
     value = {(r["passage"], r["setting"]): (r["n_conditions_supplied"], r["n_conditions"])
              for r in table.to_dicts()}

@@ -110,6 +110,12 @@ def _run_section(series_dir: Path, info: dict[str, Any], status: dict[str, Any],
     return out
 
 
+def setting_order(labelled: pl.DataFrame) -> list[str]:
+    """Retrieval settings by chunk size then top-k, then the full passage."""
+    retrieval = labelled.filter(pl.col("mode") == "retrieval").sort("chunk_size", "top_k")
+    return [*retrieval["setting"].unique(maintain_order=True).to_list(), "full"]
+
+
 def availability_matrix(availability: pl.DataFrame) -> pl.DataFrame:
     """One row per case x language x variant, one column per setting: `n/N: IDs`."""
     labelled = availability.with_columns(
@@ -122,8 +128,7 @@ def availability_matrix(availability: pl.DataFrame) -> pl.DataFrame:
          .then(pl.lit(": ") + pl.col("conditions_supplied").list.join(" "))
          .otherwise(pl.lit(""))).alias("value"),
     )
-    retrieval = labelled.filter(pl.col("mode") == "retrieval").sort("chunk_size", "top_k")
-    order = [*retrieval["setting"].unique(maintain_order=True).to_list(), "full"]
+    order = setting_order(labelled)
     wide = labelled.pivot(on="setting", index=["case", "lang", "variant"], values="value")
     return wide.select("case", "lang", "variant", *order)
 
