@@ -7,11 +7,25 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 from loopback import Server
+from typer.testing import CliRunner
+
+from fragbench.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 CANARY_KEY = "sk-proj-CANARYcanary0123456789abcdefXYZ"
+
+
+@pytest.fixture(autouse=True)
+def ledger_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+                 ) -> Path:
+    """Every test draws on budgets of its own: the ledger store is a fresh folder (the real
+    one, under the user's data folder, is never touched by the tests)."""
+    store = tmp_path_factory.mktemp("ledgers")
+    monkeypatch.setenv("FRAGBENCH_LEDGER_DIR", str(store))
+    return store
 
 
 @pytest.fixture
@@ -39,13 +53,40 @@ def extractive(experiment: Path, workspace: Path) -> Path:
     return workspace / "outputs" / "protocol-1.0" / "extractive"
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """The real command, in a subprocess, as a user would run it."""
+@attrs.frozen
+class Ran:
+    """What a command did, shaped like subprocess.CompletedProcess."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> Ran:
+    """The real command, in process (Typer's runner): the same parsing, output and exit codes
+    as from a shell, without paying interpreter start-up and imports for every call. An
+    internal error (a bug) is not turned into an exit code: it raises, and the test fails with
+    its traceback."""
+    overrides: dict[str, str | None] = {k: None for k in os.environ if k.startswith("OPENAI_")}
+    overrides.update(env or {})
+    result = CliRunner().invoke(app, list(args), env=overrides, catch_exceptions=False)
+    return Ran(result.exit_code, result.stdout, result.stderr)
+
+
+def error_lines(stderr: str) -> list[str]:
+    """The error lines of a command's stderr (phase and progress lines are not errors)."""
+    assert "Traceback" not in stderr, stderr
+    return [line for line in stderr.splitlines() if line.startswith("fragbench:")]
+
+
+def run_process(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+                ) -> subprocess.CompletedProcess[str]:
+    """The real command in a subprocess: only where the process itself is under test
+    (plugin discovery from the environment, start-up)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "fragbench", *args], cwd=cwd or ROOT,
-                          env=full_env, capture_output=True, text=True, timeout=timeout)
+                          env=full_env, capture_output=True, text=True, check=False)
 
 
 @pytest.fixture

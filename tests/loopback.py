@@ -1,7 +1,8 @@
 """A small Responses-API server on 127.0.0.1 for the real openai SDK to talk to.
 
 Each request is answered by the next scripted action (or the default one); every request is
-recorded (path, headers, JSON body) so that tests can count them and check them field by field.
+recorded (method, path, headers, JSON body), whatever its method, so that tests can count them
+and check them field by field: a client that follows a redirect with a GET sends a request too.
 """
 
 from __future__ import annotations
@@ -97,6 +98,43 @@ def sleep(seconds: float) -> Action:
     return act
 
 
+def redirect(code: int, location: str) -> Action:
+    """A 3xx pointing elsewhere: a client that follows it sends a second request for one call."""
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        data = json.dumps({"error": {"message": "moved", "type": "redirect"}}).encode()
+        handler.send_response(code)
+        handler.send_header("location", location)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+    return act
+
+
+def trickle(total_seconds: float, pieces: int) -> Action:
+    """A valid response whose body arrives in `pieces` parts spread over `total_seconds`.
+
+    Each pause is short, so no single read waits long: only a deadline on the whole request
+    stops the client before the end. Once the client has gone the writes fail; the handler then
+    stops quietly instead of printing a traceback into the test's output.
+    """
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        data = json.dumps(response_body(answer_for(body), number=number)).encode()
+        size = -(-len(data) // pieces)
+        try:
+            handler.send_response(200)
+            handler.send_header("content-type", "application/json")
+            handler.send_header("content-length", str(len(data)))
+            handler.end_headers()
+            for start in range(0, len(data), size):
+                time.sleep(total_seconds / pieces)
+                handler.wfile.write(data[start:start + size])
+                handler.wfile.flush()
+        except OSError:  # BrokenPipeError, ConnectionResetError: the client gave up
+            handler.close_connection = True
+    return act
+
+
 def drop() -> Action:
     """Read the request, then close the connection without a response."""
     def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
@@ -131,10 +169,18 @@ class Handler(BaseHTTPRequestHandler):
             body = {}
         with self.server.lock:
             number = len(self.server.requests)
-            self.server.requests.append({"path": self.path, "headers": dict(self.headers),
-                                         "body": body})
+            self.server.requests.append({"method": self.command, "path": self.path,
+                                         "headers": dict(self.headers), "body": body})
             action = self.server.script.get(number, self.server.default)
         action(self, number, body)
+
+    def __getattr__(self, name: str) -> Any:
+        # The base class answers a method it has no do_<METHOD> for with 501 and records
+        # nothing; every method (a GET after a 302, a PUT, ...) is a request and must be
+        # counted, so each one goes through do_POST's recording and the script.
+        if name.startswith("do_"):
+            return self.do_POST
+        raise AttributeError(name)
 
 
 class Server(ThreadingHTTPServer):
@@ -147,6 +193,15 @@ class Server(ThreadingHTTPServer):
         self.default: Action = ok()
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.errors: list[str] = []
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that gave up (a deadline, a dropped connection) breaks the pipe: expected
+        in fault tests. Kept for inspection instead of printed, since the command under test
+        runs in this process and its stderr is what the tests read."""
+        import sys
+
+        self.errors.append(repr(sys.exc_info()[1]))
 
     @property
     def base_url(self) -> str:

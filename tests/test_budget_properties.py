@@ -14,8 +14,10 @@ from fragbench.budget import UnknownCost, balance, cost, reservation
 from fragbench.collect import BudgetBook, collect
 from fragbench.config import BackendConfig, Budget, Pricing
 from fragbench.interfaces import BackendFailure, Reply, Request, Usage
-from fragbench.journal import Journal, budget_spent, read_journal, spent
+from fragbench.journal import Journal, read_journal, spent
+from fragbench.ledger import Ledger
 from fragbench.plan import PlannedCall
+from fragbench.redact import Redactor
 
 PRICING = Pricing(models=("m",), input=Decimal(10), cached_input=Decimal(1),
                   cache_write=Decimal("12.50"), output=Decimal(50), per_tokens=1_000_000,
@@ -89,32 +91,31 @@ def test_spend_never_passes_the_ceiling(script: dict) -> None:
                     for c, size in zip(calls, script["sizes"], strict=True)}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
+        path = root / "b.jsonl"
+        ledger = Ledger(path, budget).open(Redactor())
         # Another series drawing on the same budget already spent something (maybe too much).
-        (root / "other").mkdir()
-        other = Journal(root / "other" / "journal.jsonl")
-        other.append({"type": "header", "budget": "b"})
-        other.append({"type": "reserve", "call_id": "o", "seq": 1,
-                      "reserved_usd": str(script["other"])})
-        other.close()
-        ledger = root / "ledger.jsonl"
-        start_balance = balance(budget, budget_spent(ledger, root, "b"))
+        with ledger.locked():
+            ledger.append({"type": "reserve", "series_uid": "other", "call_id": "o", "seq": 1,
+                           "reserved_usd": str(script["other"])})
+        start_balance = balance(budget, ledger.spent())
         (root / "this").mkdir()
         journal = Journal(root / "this" / "journal.jsonl")
         journal.append({"type": "header", "budget": "b", "series_uid": "this"})
-        book = BudgetBook(budget=budget, ledger=Journal(ledger), root=root, series="this",
-                          series_uid="this")
+        book = BudgetBook(budget=budget, ledger=ledger, series="this", series_uid="this")
         session = ScriptedSession(script, calls)
         stop = collect(calls, reservations, session, backend, journal, book)
         journal.close()
-        book.ledger.close()
+        ledger.close()
         records = read_journal(root / "this" / "journal.jsonl")
         here = spent(records)
+        reread = Ledger(path, budget).load()  # from scratch, as the next run reads it
+        assert reread.spent() == script["other"] + here
         if start_balance < 0:
             assert session.sent == 0  # nothing goes once the ceiling is already crossed
         else:
-            assert budget.prior_spend_usd + budget_spent(ledger, root, "b") <= budget.ceiling_usd
+            assert budget.prior_spend_usd + reread.spent() <= budget.ceiling_usd
         # The ledger and the series journal agree on this series.
-        assert spent([r for r in read_journal(ledger) if r.get("series_uid") == "this"]) == here
+        assert spent([r for r in read_journal(path) if r.get("series_uid") == "this"]) == here
         # The ledger is exact: known costs, plus whole reservations where the cost is unknown.
         expected = Decimal(0)
         for r in records:

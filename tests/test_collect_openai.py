@@ -20,6 +20,7 @@ from conftest import CANARY_KEY, refreeze, run_cli
 from loopback import Server, default_usage, drop, http_error, json_body, ok, raw, sleep
 
 from fragbench.config import load_experiment
+from fragbench.ledger import ledger_path
 from fragbench.plan import verify
 from fragbench.requests import canonical_json
 
@@ -102,7 +103,7 @@ def test_clean_run_sends_72_requests_exactly_as_frozen(experiment: Path, server:
     assert calls_table["request_id"].to_list() == [f"req_{n:04d}" for n in range(1, 73)]
     total = sum((expected_cost(n) for n in range(72)), Fraction(0))
     for n, cost in enumerate(calls_table["cost_usd"].to_list()):
-        assert abs(Fraction(cost) - expected_cost(n)) < Fraction(1, 10**9)
+        assert Fraction(cost) == expected_cost(n)  # exact: the column is a Decimal
     status = json.loads((series_dir / "status.json").read_text(encoding="utf-8"))
     assert Fraction(Decimal(status["spent_usd"])) == total  # exact
     reported = Decimal(result.stdout.split("spent ")[1].split(" USD")[0])
@@ -143,13 +144,23 @@ STOPS: dict[str, tuple[Any, str, bool | Fraction]] = {
                                       "output_tokens_details": {"reasoning_tokens": 0},
                                       "total_tokens": 15}), "unknown_cost", False),
     "other service tier": (ok(service_tier="priority"), "unknown_cost", False),
-    "input beyond short context": (ok(usage={
+    # A usage the request could not produce is never priced: counted at the reservation,
+    # never at 10^12 tokens' worth, so that it cannot lock the budget for ever.
+    "input beyond the request's bound": (ok(usage={
         "input_tokens": 300_000, "input_tokens_details": {"cached_tokens": 0,
                                                           "cache_write_tokens": 0},
         "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": 300_010}), "unknown_cost",
-        # Counted at the usage's price at the frozen rates: more than the reservation.
-        Fraction(300_000 * 10 + 10 * 50, 1_000_000)),
+        "total_tokens": 300_010}), "unknown_cost", False),
+    "a trillion input tokens": (ok(usage={
+        "input_tokens": 10**12, "input_tokens_details": {"cached_tokens": 0,
+                                                         "cache_write_tokens": 0},
+        "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 10**12 + 10}), "unknown_cost", False),
+    "more output than max_output_tokens": (ok(usage={
+        "input_tokens": 500, "input_tokens_details": {"cached_tokens": 0,
+                                                      "cache_write_tokens": 0},
+        "output_tokens": 1201, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 1701}), "unknown_cost", False),
     "changed model": (ok(model="gpt-6-astra-2026-11-15"), "changed_model", True),
 }
 
@@ -177,11 +188,11 @@ def test_series_stops_at_the_first_failure(experiment: Path, server: Server, nam
     sixth = calls.row(5, named=True)
     expected = sum((expected_cost(n) for n in range(5)), Fraction(0))
     if cost_known is True:
-        assert abs(Fraction(sixth["cost_usd"]) - expected_cost(5)) < Fraction(1, 10**9)
+        assert Fraction(sixth["cost_usd"]) == expected_cost(5)
         expected += expected_cost(5)
     elif isinstance(cost_known, Fraction):
         assert sixth["cost_usd"] is None
-        assert abs(Fraction(sixth["counted_usd"]) - cost_known) < Fraction(1, 10**9)
+        assert Fraction(sixth["counted_usd"]) == cost_known
         expected += cost_known
     else:
         assert sixth["cost_usd"] is None and sixth["counted_usd"] == sixth["reserved_usd"]
@@ -239,7 +250,7 @@ def test_incomplete_refused_and_unparseable_answers_are_kept_and_collection_goes
         assert row["parsed"] is True and row["answer"] == "cut \ufffd"
         return
     assert row["parsed"] is False
-    assert abs(Fraction(row["cost_usd"]) - expected_cost(5)) < Fraction(1, 10**9)
+    assert Fraction(row["cost_usd"]) == expected_cost(5)
     if name == "incomplete":
         assert row["status"] == "incomplete" and row["incomplete_reason"] == "max_output_tokens"
     elif name == "refusal":
@@ -259,11 +270,11 @@ def test_a_new_series_counts_what_the_stopped_one_spent(experiment: Path,
     assert second.returncode == 0, second.stderr
     first_line = next(line for line in second.stderr.splitlines() if line.startswith("call 1/"))
     used = Decimal(first_line.split("budget used ")[1].split(" of")[0])
-    spent_second_call1 = Decimal(str(calls_of(second_dir)["cost_usd"][0]))
+    spent_second_call1 = calls_of(second_dir)["cost_usd"][0]  # a Decimal, exact
     assert used == Decimal("0.41792") + spent_first + spent_second_call1
 
 
-def test_the_budget_follows_the_experiment_not_the_outputs_folder(experiment: Path,
+def test_the_budget_follows_its_id_not_the_outputs_folder(experiment: Path,
                                                                   server: Server) -> None:
     # Room for one plan (6.54 USD) but not for the first series' spend on top of a second.
     refreeze(experiment, 'ceiling_usd = "10"', 'ceiling_usd = "7.5"')
@@ -275,5 +286,5 @@ def test_the_budget_follows_the_experiment_not_the_outputs_folder(experiment: Pa
                      env={"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
     assert second.returncode != 0 and "nothing was sent" in second.stderr
     assert len(server.requests) == 72 and not elsewhere.exists()
-    ledger = experiment / "ledger" / "protocol-1.0-openai.jsonl"
+    ledger = ledger_path("protocol-1.0-openai")
     assert sum(1 for line in ledger.read_text().splitlines() if '"reserve"' in line) == 72

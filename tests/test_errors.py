@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import error_lines, run_cli
 
 
 def edit(path: Path, old: str, new: str, count: int = 1) -> None:
@@ -31,6 +31,18 @@ CASES: dict[str, tuple[Mutation, str, str]] = {
     # name: (mutation, file named in the error, words the error must hold)
     "bad TOML": (lambda ws: edit(corpus(ws), 'id = "price"', 'id = "price'),
                  "price.toml", "not valid TOML"),
+    "corpus file with a UTF-8 byte-order mark": (
+        lambda ws: corpus(ws).write_bytes(b"\xef\xbb\xbf" + corpus(ws).read_bytes()),
+        "price.toml", "byte-order mark"),
+    "config with a UTF-8 byte-order mark": (
+        lambda ws: config(ws).write_bytes(b"\xef\xbb\xbf" + config(ws).read_bytes()),
+        "config.toml", "byte-order mark"),
+    "prices per a number of tokens that gives inexact amounts": (
+        lambda ws: edit(config(ws), "per_tokens = 1000000", "per_tokens = 3"),
+        "config.toml", "not exact in 18 decimals"),
+    "budget id unusable as a file name": (
+        lambda ws: edit(config(ws), 'id = "protocol-1.0-openai"', 'id = "../escape"'),
+        "config.toml", "budget.id must be"),
     "variant not a permutation": (
         lambda ws: edit(corpus(ws), 'B = ["F4", "F1", "F6", "F2", "F5", "F3"]',
                         'B = ["F4", "F1", "F6", "F2", "F5", "F7"]'),
@@ -108,11 +120,10 @@ def test_malformed_input_is_one_clear_line_and_writes_nothing(workspace: Path, n
     out = workspace / "outputs"
     result = run_cli("run", str(workspace / "experiments/protocol-1.0"), "--series", "extractive",
                      "--out", str(out))
-    assert result.returncode != 0
-    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 4  # refused, nothing sent
+    lines = error_lines(result.stderr)
     assert len(lines) == 1, result.stderr
     assert filename in lines[0] and words in lines[0], lines[0]
-    assert "Traceback" not in result.stderr
     assert not out.exists()
 
 
@@ -125,5 +136,5 @@ def test_missing_experiment_folder(tmp_path: Path) -> None:
 def test_bad_series_name_writes_nothing(experiment: Path, workspace: Path) -> None:
     result = run_cli("run", str(experiment), "--series", "../escape", "--backend", "extractive",
                      "--out", str(workspace / "outputs"))
-    assert result.returncode != 0 and "not usable as a folder name" in result.stderr
+    assert result.returncode == 2 and "not usable as a folder name" in result.stderr
     assert not (workspace / "outputs").exists()

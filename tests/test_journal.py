@@ -9,11 +9,12 @@ import pytest
 
 from fragbench.errors import SeriesError
 from fragbench.journal import Journal, read_journal, spent
+from fragbench.redact import Redactor
 
 
 def test_torn_last_line_is_ignored_and_its_call_counts_at_reservation(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
-    journal = Journal(path, redact=["sk-secret-value-123"])
+    journal = Journal(path, Redactor(["sk-secret-value-123"]))
     journal.append({"type": "header", "budget": "b"})
     journal.append({"type": "reserve", "call_id": "a", "seq": 1, "reserved_usd": "0.09"})
     journal.append({"type": "outcome", "call_id": "a", "seq": 1, "cost_usd": "0.02",
@@ -37,13 +38,13 @@ def test_an_altered_line_in_the_middle_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_torn_line_is_repaired_by_the_next_writer(tmp_path: Path) -> None:
-    path = tmp_path / "ledger.jsonl"
+    path = tmp_path / "journal.jsonl"
     journal = Journal(path)
     journal.append({"type": "reserve", "call_id": "a", "seq": 1, "reserved_usd": "0.09"})
     journal.close()
     with open(path, "ab") as fh:  # a power loss in the middle of the next line
         fh.write(b'{"type": "reserve", "call_id": "b", "se')
-    later = Journal(path)  # another series opens the shared ledger
+    later = Journal(path)  # measure or a later writer opens the journal again
     later.append({"type": "reserve", "call_id": "c", "seq": 1, "reserved_usd": "0.08"})
     later.close()
     records = read_journal(path)

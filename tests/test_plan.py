@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, refreeze, run_cli
+from conftest import ROOT, error_lines, refreeze, run_cli
 
 from fragbench import text
 from fragbench.config import load_experiment
@@ -72,7 +73,8 @@ def test_plan_shows_72_calls_that_fit_the_balance() -> None:
     result = run_cli("plan", "experiments/protocol-1.0")
     assert result.returncode == 0, result.stderr
     assert "72 calls" in result.stdout
-    assert "balance 9.58208 USD" in result.stdout and "; fits" in result.stdout
+    assert "balance 9.58208 USD" in result.stdout and "a new series fits" in result.stdout
+    assert "is current" in result.stdout
     total = Decimal(result.stdout.split("total reservation ")[1].split(" USD")[0])
     assert Decimal("0") < total <= Decimal("9.58208")
     # The reservation rule, recomputed by hand for one call: bytes + 1024 framing tokens at the
@@ -90,8 +92,8 @@ def test_plan_shows_72_calls_that_fit_the_balance() -> None:
 def _refused(experiment: Path, workspace: Path, *words: str) -> None:
     result = run_cli("run", str(experiment), "--series", "extractive",
                      "--out", str(workspace / "outputs"))
-    assert result.returncode != 0
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.returncode == 4
+    assert len(error_lines(result.stderr)) == 1, result.stderr
     for word in words:
         assert word in result.stderr
     assert not (workspace / "outputs").exists()
@@ -111,14 +113,15 @@ def test_run_refuses_when_one_byte_changes(experiment: Path, workspace: Path,
     path = experiment / relative
     data = path.read_bytes()
     path.write_bytes(data + b" " if relative.endswith(".json") else data + b"#")
-    _refused(experiment, workspace, "experiment.json", "no longer matches", "sha256")
+    _refused(experiment, workspace, "experiment.json", "out of date",
+             f"{os.path.normpath(experiment / relative)} changed since the plan was frozen")
 
 
 def test_run_refuses_when_a_sentence_changes(experiment: Path, workspace: Path) -> None:
     path = workspace / "corpus/0.2/hosting.toml"
     path.write_text(path.read_text(encoding="utf-8").replace("30 days", "31 days", 1),
                     encoding="utf-8")
-    _refused(experiment, workspace, "no longer matches")
+    _refused(experiment, workspace, "out of date", f"{path} changed")
 
 
 def test_run_refuses_when_a_stopword_list_changes(experiment: Path, workspace: Path,
@@ -163,9 +166,9 @@ def test_missing_key_is_one_line_and_spends_nothing(experiment: Path, workspace:
                                                     server) -> None:  # type: ignore[no-untyped-def]
     result = run_cli("run", str(experiment), "--out", str(workspace / "outputs"),
                      env={"OPENAI_BASE_URL": server.base_url})
-    assert result.returncode != 0
-    assert result.stderr.strip() == ("fragbench: OPENAI_API_KEY is not set: export your OpenAI "
-                                     "key in the environment and run again (nothing was sent "
-                                     "or spent).")
+    assert result.returncode == 4
+    assert error_lines(result.stderr) == [
+        "fragbench: OPENAI_API_KEY is not set: export your OpenAI key in the environment and "
+        "run again (nothing was sent or spent)."]
     assert server.requests == []
     assert not (workspace / "outputs").exists()

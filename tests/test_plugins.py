@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import polars as pl
-from conftest import run_cli
+from conftest import ROOT, run_cli, run_process
 
 
 def fake_distribution(site: Path, name: str, module: str, code: str) -> None:
@@ -39,14 +39,14 @@ def test_plugins_lists_builtins_and_third_party() -> None:
 
 
 def test_load_plugins_variable_limits_third_party_plugins() -> None:
-    result = run_cli("plugins", env={"FRAGBENCH_LOAD_PLUGINS": ""})
+    result = run_process("plugins", env={"FRAGBENCH_LOAD_PLUGINS": ""})
     assert result.returncode == 0
     assert "sliding-window" not in result.stdout and "sentence-groups" in result.stdout
 
 
 def test_third_party_chunker_gets_the_core_selection(tmp_path: Path) -> None:
     out = tmp_path / "w.parquet"
-    result = run_cli("retrieve", "corpus/0.2/price.toml", "--chunker", "sliding-window",
+    result = run_cli("retrieve", str(ROOT / "corpus/0.2/price.toml"), "--chunker", "sliding-window",
                      "--chunk-size", "3", "--top-k", "2", "--out", str(out))
     assert result.returncode == 0, result.stderr
     table = pl.read_parquet(out)
@@ -63,7 +63,7 @@ def test_a_plugin_cannot_take_a_name_already_registered(tmp_path: Path) -> None:
         "@hookimpl\n"
         "def register_chunkers(register):\n"
         "    register(SentenceGroups())\n"))
-    result = run_cli("plugins", env=with_path(tmp_path))
+    result = run_process("plugins", env=with_path(tmp_path))
     assert result.returncode != 0
     assert ("fragbench-dup registers a chunker named 'sentence-groups', which fragbench already "
             "registered") in result.stderr
@@ -76,7 +76,7 @@ def test_a_misspelt_hook_is_an_error(tmp_path: Path) -> None:
         "@hookimpl\n"
         "def register_chunker(register):\n"
         "    pass\n"))
-    result = run_cli("plugins", env=with_path(tmp_path))
+    result = run_process("plugins", env=with_path(tmp_path))
     assert result.returncode != 0
     assert "register_chunker" in result.stderr
 
@@ -93,6 +93,6 @@ def test_a_third_party_measure_is_found_by_name(tmp_path: Path) -> None:
         "@hookimpl\n"
         "def register_measures(register):\n"
         "    register(Count())\n"))
-    result = run_cli("plugins", env=with_path(tmp_path))
+    result = run_process("plugins", env=with_path(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "measure  chunk-count        fragbench-count 0.3 (plugin)" in result.stdout

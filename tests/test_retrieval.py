@@ -126,7 +126,9 @@ def test_hand_computed_scores_french(tiny: Path) -> None:
 
 
 def test_equal_ratios_tie_despite_floating_point(tmp_path: Path) -> None:
-    # 1/sqrt(2) and 2/sqrt(8) are equal on paper; the core must call them tied.
+    # 1/sqrt(2) and 2/sqrt(8) are equal on paper; the core must call them tied. They are also
+    # bit-identical in float64, so this checks the tie rule, not the rounding: the next test
+    # does that.
     text = TINY.replace('facts.F1 = "The café opens at 8."', 'facts.F1 = "Café 8."').replace(
         'facts.F4 = "Open, open, open!"', 'facts.F4 = "Open after x y z w v u."')
     path = tmp_path / "tiny.toml"
@@ -135,6 +137,40 @@ def test_equal_ratios_tie_despite_floating_point(tmp_path: Path) -> None:
     assert t[0]["score"] == pytest.approx(1 / math.sqrt(2))
     assert t[3]["n_terms"] == 8 and len(t[3]["matched_terms"]) == 2
     assert t[0]["tied"] and t[3]["tied"]
+
+
+LAST_BIT = """
+id = "lockers"
+license = "CC-BY-4.0"
+conditions = ["F2"]
+variants = { A = ["F1", "F2", "F3"] }
+
+[en]
+source = "Pool"
+question = "When do the lockers and showers open?"
+facts.F1 = "Lockers: closed."
+facts.F2 = "Lockers, showers and the sauna open daily from seven in the morning until ten at \
+night, except on public holidays and the first Monday of each calendar month."
+facts.F3 = "Towels cost extra."
+"""
+
+
+def test_ratios_equal_on_paper_but_a_last_bit_apart_tie(tmp_path: Path) -> None:
+    # Question terms: lockers, showers, open. F1 -> lockers closed: 1 of 2 terms, 1/sqrt(2).
+    # F2 -> lockers showers sauna open daily seven morning until ten night except public
+    # holidays first monday each calendar month: 3 of 18 terms, 3/sqrt(18) = 1/sqrt(2) on
+    # paper. In float64, 1/sqrt(2) = 0.7071067811865475 and 3/sqrt(18) = 0.7071067811865476
+    # (found by searching a/sqrt(b) = c/sqrt(d) over small integers): compared raw, the later
+    # chunk would win alone; rounded to TIE_DECIMALS, they tie and the first in the text wins.
+    path = tmp_path / "lockers.toml"
+    path.write_text(LAST_BIT, encoding="utf-8")
+    t = rows(table(path, [(1, 1)]), lang="en", variant="A")
+    assert [(r["n_terms"], len(r["matched_terms"])) for r in t] == [(2, 1), (18, 3), (3, 0)]
+    # The premise: the two floats really differ, and the second is the larger.
+    assert t[0]["score"] == 1 / math.sqrt(2) and t[1]["score"] == 3 / math.sqrt(18)
+    assert t[0]["score"] < t[1]["score"]
+    assert [r["tied"] for r in t] == [True, True, False]
+    assert [r["rank"] for r in t] == [1, None, None]
 
 
 def test_retrieve_cli_writes_every_chunk_row(tmp_path: Path) -> None:

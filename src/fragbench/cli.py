@@ -1,52 +1,109 @@
 """The `fragbench` command: a thin layer over the library.
 
 Imports of the library (Polars, the SDKs) happen inside the commands, so `fragbench --help`
-stays fast. Errors a user can cause print one line and exit non-zero; anything else is a bug and
-keeps its traceback.
+stays fast. Usage errors and the errors a user can cause print in one style, one line
+`fragbench: ...`, and the exit code tells them apart (`fragbench.errors`: 2 usage, 3 series
+stopped, 4 refused, 1 internal error, which keeps its traceback). Everything printed goes
+through the same redaction as everything written.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from fragbench.redact import Redactor
+
+INT32_MAX = 2**31 - 1
+"""Chunk sizes and top-k are stored as Int32 in the tables."""
+OUTPUT_FORMATS = (".parquet", ".csv", ".jsonl")
+
+
+def _redactor() -> Redactor:
+    """Built from the environment as it is now (tests change it between in-process runs)."""
+    from fragbench.redact import secrets_in_env
+
+    return _redactor_for(tuple(secrets_in_env()))
+
+
+@functools.cache
+def _redactor_for(secrets: tuple[str, ...]) -> Redactor:
+    from fragbench.redact import Redactor
+
+    return Redactor(secrets)
+
+
+def say(text: str) -> None:
+    typer.echo(_redactor().text(text))
+
+
+def _err(message: str) -> None:
+    typer.echo(_redactor().text(f"fragbench: {message}"), err=True)
+
+
+class _Group(TyperGroup):
+    """Every way out of the command in one style, in process (CliRunner) as from a shell."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        from typer._click.exceptions import ClickException, NoArgsIsHelpError
+        from typer.exceptions import Abort
+
+        from fragbench.errors import EXIT_USAGE, FragbenchError
+
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except NoArgsIsHelpError as exc:
+            typer.echo(exc.format_message())
+            sys.exit(0)
+        except ClickException as exc:
+            where = getattr(getattr(exc, "ctx", None), "command_path", "fragbench")
+            message = exc.format_message().rstrip(".")
+            _err(f"{message}; see `{where} --help`.")
+            sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
+        except FragbenchError as exc:
+            _err(str(exc))
+            sys.exit(exc.exit_code)
+        except Abort:
+            _err("interrupted.")
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 app = typer.Typer(
     name="fragbench",
+    cls=_Group,
     help="Pre-registered, budget-safe retrieval benchmarking (protocol 1.0).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-OUTPUT_FORMATS = (".parquet", ".csv", ".jsonl")
-
-
-def _err(message: str) -> None:
-    typer.echo(f"fragbench: {message}", err=True)
-
 
 @app.command()
 def retrieve(
     corpus: Annotated[list[Path], typer.Argument(help="Case files or folders of them.")],
     out: Annotated[Path, typer.Option(help="Output file: .parquet, .csv or .jsonl.")],
-    chunk_size: Annotated[int, typer.Option(min=1, help="Sentences per chunk.")] = 3,
-    top_k: Annotated[int, typer.Option(min=1, help="Chunks kept per passage.")] = 1,
+    chunk_size: Annotated[int, typer.Option(min=1, max=INT32_MAX, help="Sentences per chunk.")]
+    = 3,
+    top_k: Annotated[int, typer.Option(min=1, max=INT32_MAX, help="Chunks kept per passage.")]
+    = 1,
     chunker: Annotated[str, typer.Option(help="Chunker plugin.")] = "sentence-groups",
     scorer: Annotated[str, typer.Option(help="Scorer plugin.")] = "sqrt-lexical",
 ) -> None:
     """Chunk, score and select: one row per chunk of every case x language x variant."""
     from fragbench.corpus import load_corpus
-    from fragbench.errors import FragbenchError
     from fragbench.plugins import registry
     from fragbench.retrieval import retrieve as do_retrieve
-    from fragbench.tables import write_table
+    from fragbench.tables import check_output, write_table
 
-    if out.suffix not in OUTPUT_FORMATS:
-        raise FragbenchError(f"--out {out}: unknown format; end the file name in "
-                             f"{', '.join(OUTPUT_FORMATS)}.")
+    check_output(out, OUTPUT_FORMATS)
     reg = registry()
     chunker_obj = reg.get("chunker", chunker, where="--chunker")
     scorer_obj = reg.get("scorer", scorer, where="--scorer")
@@ -54,40 +111,50 @@ def retrieve(
     table = do_retrieve(cases, chunker_obj, scorer_obj, [(chunk_size, top_k)])
     write_table(table, out)
     selected = table.filter(table["selected"]).height
-    typer.echo(f"{table.height} chunks, {selected} selected, written to {out}")
+    say(f"{table.height} chunks, {selected} selected, written to {out}")
 
 
 @app.command()
 def plan(
     experiment: Annotated[Path, typer.Argument(help="Experiment folder.")],
-    out: Annotated[Path, typer.Option(help="Outputs root whose series journals count too.")]
-    = Path("outputs"),
+    backend: Annotated[str | None, typer.Option(help="Show this backend's reservations and "
+                                                "balance (default: the config's "
+                                                "default_backend).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the whole plan, with the "
+                                          "review below it, as JSON.")] = False,
 ) -> None:
-    """Print the schedule, the reservations and the balance. Sends nothing."""
-    from decimal import Decimal
+    """Print the schedule, the reservations, the balance, and whether the frozen plan is
+    current. Sends nothing."""
+    import json
 
-    from fragbench.budget import usd
     from fragbench.config import load_experiment
-    from fragbench.journal import budget_spent, ledger_path
-    from fragbench.plan import build_plan
+    from fragbench.plan import review
 
     exp = load_experiment(experiment)
-    doc = build_plan(exp)
-    typer.echo(f"experiment {doc['experiment']}: {len(doc['schedule'])} calls, "
-               f"reserved for backend {doc['budget']['reserved_for']}")
-    typer.echo(f"{'seq':>3}  {'call':<28} {'supplied':<20} {'bytes':>5}  reserved USD")
-    for c in doc["schedule"]:
-        typer.echo(f"{c['seq']:>3}  {c['id']:<28} {' '.join(c['supplied_ids']):<20} "
-                   f"{c['request_bytes']:>5}  {c['reserved_usd']}")
-    b = doc["budget"]
-    typer.echo(f"total reservation {b['total_reservation_usd']} USD; balance "
-               f"{b['balance_usd']} USD (ceiling {b['ceiling_usd']} - prior "
-               f"{b['prior_spend_usd']}); {'fits' if b['fits'] else 'DOES NOT FIT'}")
-    already = budget_spent(ledger_path(exp.dir, exp.budget.id), out, exp.budget.id)
-    left = Decimal(b["balance_usd"]) - already
-    total = Decimal(b["total_reservation_usd"])
-    typer.echo(f"already recorded on budget {exp.budget.id}: {usd(already)} USD; balance now "
-               f"{usd(left)} USD; a new series {'fits' if total <= left else 'DOES NOT FIT'}")
+    doc, info = review(exp, backend)
+    if as_json:
+        say(json.dumps({"plan": doc, "review": info}, ensure_ascii=False, indent=2))
+        return
+    say(f"experiment {doc['experiment']}: {len(doc['schedule'])} calls, reservations for "
+        f"backend {info['backend']}")
+    say(f"{'seq':>3}  {'call':<28} {'supplied':<20} {'bytes':>5}  reserved USD")
+    for c, reserved in zip(doc["schedule"], info["reserved_usd"], strict=True):
+        say(f"{c['seq']:>3}  {c['id']:<28} {' '.join(c['supplied_ids']):<20} "
+            f"{c['request_bytes']:>5}  {reserved}")
+    if info["budget"] is None:
+        say(f"backend {info['backend']} is not priced: it draws on no budget.")
+    else:
+        b = info["budget"]
+        say(f"total reservation {info['total_reservation_usd']} USD; budget {b['id']}: ceiling "
+            f"{b['ceiling_usd']} - prior {b['prior_spend_usd']} - recorded series "
+            f"{b['recorded_usd']} = balance {b['balance_usd']} USD (ledger {b['ledger']}); a "
+            f"new series {'fits' if b['fits'] else 'DOES NOT FIT'}")
+    frozen = info["frozen_plan"]
+    if frozen["current"]:
+        say(f"frozen plan {frozen['path']} is current.")
+    else:
+        say(f"frozen plan {frozen['path']} is OUT OF DATE: {'; '.join(frozen['differences'])}. "
+            "`run` refuses this plan: restore what changed, or freeze deliberately.")
 
 
 @app.command()
@@ -97,7 +164,7 @@ def freeze(experiment: Annotated[Path, typer.Argument(help="Experiment folder.")
     from fragbench.plan import freeze as do_freeze
 
     path = do_freeze(load_experiment(experiment))
-    typer.echo(f"frozen plan written to {path}; commit it before collecting")
+    say(f"frozen plan written to {path}; commit it before collecting")
 
 
 @app.command()
@@ -105,29 +172,39 @@ def run(
     experiment: Annotated[Path, typer.Argument(help="Experiment folder.")],
     series: Annotated[str | None, typer.Option(help="Series name (default: the backend's).")]
     = None,
-    backend: Annotated[str | None, typer.Option(help="Backend from the config (default: the "
-                                                "series name if it is one, else the config's "
-                                                "default_backend).")] = None,
+    backend: Annotated[str | None, typer.Option(help="Backend from the config. Default: the "
+                                                "series name if it names one; the config's "
+                                                "default_backend only when neither --series "
+                                                "nor --backend is given.")] = None,
     out: Annotated[Path, typer.Option(help="Outputs root; series go in OUT/<experiment>/"
                                       "<series>.")] = Path("outputs"),
 ) -> None:
     """Verify the frozen plan, then record retrieval and collect a series. Never prompts."""
     from fragbench.budget import usd
+    from fragbench.errors import EXIT_STOPPED
     from fragbench.progress import Reporter
     from fragbench.run import run as do_run
 
-    with Reporter() as reporter:
+    with Reporter(_redactor()) as reporter:
         result = do_run(experiment, series=series, backend=backend, out=out,
-                        on_progress=reporter.update)
+                        on_progress=reporter.update, say=reporter.phase)
     kind = "" if result.is_model else ": a non-model baseline, not a model's result"
-    typer.echo(f"series {result.series_dir.name}: backend {result.label}{kind}")
-    typer.echo(f"{result.sent} of {result.calls} calls sent; spent {usd(result.spent_usd)} USD")
-    typer.echo(f"outputs in {result.series_dir}; report: {result.series_dir / 'report.md'}")
+    say(f"series {result.series_dir.name}: backend {result.label}{kind}")
+    say(f"{result.sent} of {result.calls} calls sent; spent {usd(result.spent_usd)} USD")
+    if result.tables_error is None:
+        say(f"outputs in {result.series_dir}; report: {result.series_dir / 'report.md'}")
+    if result.stop and result.stop.unrecorded:
+        _err(f"unrecorded outcome of call {result.stop.seq} (paid for, kept here since it "
+             f"could not be written): {result.stop.unrecorded}")
+    if result.tables_error is not None:
+        _err(result.tables_error + ".")
     if result.stop:
         _err(f"series stopped at call {result.stop.seq} ({result.stop.call_id}): "
              f"{result.stop.reason}: {result.stop.detail}. It is final; see the README, "
              "'after a stop'.")
-        raise typer.Exit(3)
+        raise typer.Exit(EXIT_STOPPED)
+    if result.tables_error is not None:
+        raise typer.Exit(EXIT_STOPPED)
 
 
 @app.command()
@@ -138,11 +215,12 @@ def measure(
 ) -> None:
     """Recompute every table and the report of a recorded series. No call is made."""
     from fragbench.report import write_report
-    from fragbench.series import derive_tables
+    from fragbench.series import derive_tables, require_series
 
+    require_series(series_dir)
     tables = derive_tables(series_dir, tuple(diagnostic or ()))
     report = write_report(series_dir)
-    typer.echo(f"{len(tables)} tables and {report.name} rebuilt in {series_dir}")
+    say(f"{len(tables)} tables and {report.name} rebuilt in {series_dir}")
 
 
 @app.command()
@@ -150,8 +228,10 @@ def report(series_dir: Annotated[Path, typer.Argument(help="A recorded series fo
            ) -> None:
     """Write report.md and its figures (PNG, SVG) for a recorded series."""
     from fragbench.report import write_report
+    from fragbench.series import require_series
 
-    typer.echo(f"report written to {write_report(series_dir)}")
+    require_series(series_dir)
+    say(f"report written to {write_report(series_dir)}")
 
 
 @app.command()
@@ -165,24 +245,23 @@ def compare(
     import polars as pl
 
     from fragbench.compare import compare as do_compare
-    from fragbench.errors import FragbenchError
-    from fragbench.tables import write_table
+    from fragbench.tables import check_output, write_table
 
-    if out is not None and out.suffix not in OUTPUT_FORMATS:
-        raise FragbenchError(f"--out {out}: unknown format; end the file name in "
-                             f"{', '.join(OUTPUT_FORMATS)}.")
+    if out is not None:
+        check_output(out, OUTPUT_FORMATS)
     lines, table = do_compare(series_a, series_b)
     for line in lines:
-        typer.echo(line)
+        say(line)
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=40,
-                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True):
-        typer.echo(str(table.drop("conditions_cited_validly_a", "conditions_cited_validly_b",
-                                  strict=False)))
+                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
+                   trim_decimal_zeros=True):
+        say(str(table.drop("conditions_cited_validly_a", "conditions_cited_validly_b",
+                           strict=False)))
     if out is not None:
         if lines[0].startswith("WARNING"):
             table = table.with_columns(pl.lit(" ".join(lines[:-1])).alias("warning"))
         write_table(table, out)
-        typer.echo(f"written to {out}")
+        say(f"written to {out}")
 
 
 @app.command()
@@ -192,14 +271,8 @@ def plugins() -> None:
 
     for e in sorted(registry().entries, key=lambda e: (e.kind, e.name)):
         where = "built-in" if e.builtin else "plugin"
-        typer.echo(f"{e.kind:<8} {e.name:<18} {e.origin} {e.version} ({where})")
+        say(f"{e.kind:<8} {e.name:<18} {e.origin} {e.version} ({where})")
 
 
 def main() -> None:
-    from fragbench.errors import FragbenchError
-
-    try:
-        app()
-    except FragbenchError as exc:
-        _err(str(exc))
-        sys.exit(exc.exit_code)
+    app()

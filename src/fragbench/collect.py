@@ -1,10 +1,11 @@
 """The collector: one loop for every backend, calls one at a time in the frozen order.
 
 Before each call: everything still planned, this call included, must fit in the balance, which
-is recomputed from the budget's ledger and the journals on disk (never from memory), under a
-lock on the ledger so that two runs on one budget take turns. Then the reservation is written
-and fsync'ed (ledger, then series journal), the request goes out once (no retry), and the
-outcome is written and fsync'ed the same way.
+is the budget's ledger brought up to date with what any other run appended, under the ledger's
+lock so that two runs on one budget take turns. Then the reservation is written and fsync'ed
+(ledger, then series journal), the request goes out once (no retry), and the outcome is written
+and fsync'ed the same way. A write that fails (a full disk) stops the series at once: nothing
+more is sent, and a call already sent stays counted at its reservation.
 
 Stop rules (protocol 1.0, "Arrêt au premier échec technique, changement de modèle ou coût
 inconnu"; no automatic retry or resume):
@@ -15,28 +16,34 @@ inconnu"; no automatic retry or resume):
 - changed model: the first response's model must be the requested one or a dated snapshot of
   it (`name-YYYY-MM-DD`); a later response whose model differs from the first one's is recorded,
   then the series stops;
-- unknown cost: no usage or a usage field missing, a service tier echoed back other than the
-  one asked, a model outside the frozen pricing table, an input beyond its short-context limit,
-  or a cost above the call's reservation: recorded, then the series stops.
+- unknown cost: no usage or a usage field missing, a usage the request could not produce (more
+  output tokens than its `max_output_tokens`, more input tokens than its byte bound plus the
+  framing tokens), a service tier echoed back other than the one asked, a model outside the
+  frozen pricing table, an input beyond its short-context limit, or a cost above the call's
+  reservation: recorded (the reported figures kept for a person to read), then the series stops.
 An `incomplete` response, a refusal and an unparseable answer are recorded and collection goes
 on. A call with no known cost (every technical failure, every unknown cost) stays counted at its
-whole reservation, or more when its usage at the frozen rates shows more.
+whole reservation, or more when a possible usage at the frozen rates shows more (another service
+tier); an impossible usage is never priced. A request that provably never left the machine
+(`BackendFailure.never_sent`) is counted at zero.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Callable
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from fragbench.budget import UnknownCost, balance, cost, usd
 from fragbench.config import BackendConfig, Budget
-from fragbench.interfaces import BackendFailure, Reply, Session
-from fragbench.journal import Journal, budget_spent
+from fragbench.interfaces import BackendFailure, Reply, Session, Usage
+from fragbench.journal import Journal
+from fragbench.ledger import Ledger
 from fragbench.plan import PlannedCall
 
 ANSWERED_STATUSES = {"completed", "incomplete"}
@@ -46,10 +53,14 @@ SNAPSHOT = r"-\d{4}-\d{2}-\d{2}"
 @attrs.frozen
 class Stop:
     reason: str
-    """technical_failure, changed_model, unknown_cost or budget."""
+    """technical_failure, changed_model, unknown_cost, budget, or cannot_record (a write to the
+    journal or the ledger failed, e.g. a full disk)."""
     detail: str
     call_id: str
     seq: int
+    unrecorded: str | None = None
+    """An outcome that was paid for but could not be written (redacted JSON): printed instead,
+    so that it is not lost."""
 
 
 @attrs.frozen
@@ -65,22 +76,30 @@ class Progress:
     ceiling: Decimal | None
 
 
+LEDGER_FIELDS = ("type", "call_id", "seq", "reserved_usd", "status", "cost_usd", "counted_usd")
+
+
 @attrs.frozen
 class BudgetBook:
-    """Where a priced series' spend is counted: its budget's ledger (shared by every series
-    drawing on it, whatever their --out) and the journals under the outputs root."""
+    """Where a priced series' spend is counted: its budget's ledger, shared by every series
+    drawing on it wherever their folders are."""
 
     budget: Budget
-    ledger: Journal
-    root: Path
+    ledger: Ledger
     series: str
     series_uid: str
 
     def spent(self) -> Decimal:
-        return budget_spent(self.ledger.path, self.root, self.budget.id)
+        return self.ledger.spent()
 
     def record(self, record: dict[str, Any]) -> None:
-        self.ledger.append({**record, "series": self.series, "series_uid": self.series_uid})
+        with self.ledger.locked():
+            self.append_locked(record)
+
+    def append_locked(self, record: dict[str, Any]) -> None:
+        """Accounting fields only: the ledger never holds an answer or a body."""
+        self.ledger.append({k: record[k] for k in LEDGER_FIELDS if k in record}
+                           | {"series": self.series, "series_uid": self.series_uid})
 
 
 def model_matches(requested: str, returned: str) -> bool:
@@ -91,17 +110,41 @@ def _usage_doc(reply: Reply) -> dict[str, Any] | None:
     return attrs.asdict(reply.usage) if reply.usage is not None else None
 
 
-def _priced(reply: Reply, backend: BackendConfig, reserved: Decimal
+def impossible(usage: Usage | None, input_bound: int | None, max_output: int | None
+               ) -> str | None:
+    """Why the reported usage cannot be this request's, or None."""
+    if usage is None:
+        return None
+    if max_output is not None and usage.output_tokens is not None \
+            and usage.output_tokens > max_output:
+        return (f"{usage.output_tokens} output tokens reported, more than the request's "
+                f"max_output_tokens of {max_output}")
+    if input_bound is not None:
+        for name in ("input_tokens", "cached_tokens", "cache_write_tokens"):
+            value = getattr(usage, name)
+            if value is not None and value > input_bound:
+                return (f"{value} {name.replace('_', ' ')} reported, more than the request's "
+                        f"bound of {input_bound} (its UTF-8 bytes plus framing)")
+    return None
+
+
+def _priced(reply: Reply, backend: BackendConfig, reserved: Decimal, input_bound: int | None
             ) -> tuple[Decimal | None, str | None, Decimal]:
     """(cost or None, why the cost is unknown or None, what the budget counts).
 
-    An unknown cost counts at least the whole reservation, and more when the usage priced at
-    the frozen rates already shows more (another tier, a long input): never less than the
-    evidence.
+    An unknown cost counts at least the whole reservation, and more when a possible usage
+    priced at the frozen rates already shows more (another tier): never less than the
+    evidence. An impossible usage is evidence of nothing: counted at the reservation, which
+    bounds anything the request could have cost at the frozen rates.
     """
     pricing = backend.pricing
     if pricing is None:
         return Decimal(0), None, Decimal(0)
+    max_output = backend.params.get("max_output_tokens")
+    why = impossible(reply.usage, input_bound, max_output if isinstance(max_output, int)
+                     else None)
+    if why is not None:
+        return None, f"impossible usage: {why}", reserved
     try:
         at_rates = cost(reply.usage, pricing, check_context=False)
     except UnknownCost as exc:
@@ -141,61 +184,130 @@ def collect(
     journal: Journal,
     book: BudgetBook | None,
     on_progress: Callable[[Progress], None] = lambda p: None,
+    input_bounds: dict[int, int] | None = None,
 ) -> Stop | None:
-    """Run the calls; return why the series stopped, or None when every call went."""
-    expected_model = backend.params.get("model")
-    first_model: str | None = None
-    spent_here = Decimal(0)
+    """Run the calls; return why the series stopped, or None when every call went.
 
-    def record(entry: dict[str, Any]) -> None:
-        if book is not None:  # the ledger first: a crash in between over-counts, never under
-            book.record(entry)
-        journal.append(entry)
+    `input_bounds` (seq -> the request's UTF-8 bytes plus the framing tokens) bounds the input
+    tokens a call can report; a usage above it is impossible.
+    """
+    state = _Collection(calls, reservations, session, backend, journal, book, on_progress,
+                        input_bounds or {})
+    try:
+        return state.run()
+    except OSError as exc:
+        return state.cannot_record(exc)
 
-    def stop_here(stop: Stop) -> Stop:
-        stop = attrs.evolve(stop, detail=journal.redact(stop.detail))  # it is printed too
-        journal.append({"type": "stop", **attrs.asdict(stop)})
+
+class _Collection:
+    def __init__(self, calls: list[PlannedCall], reservations: dict[int, Decimal],
+                 session: Session, backend: BackendConfig, journal: Journal,
+                 book: BudgetBook | None, on_progress: Callable[[Progress], None],
+                 input_bounds: dict[int, int]) -> None:
+        self.calls, self.reservations, self.session = calls, reservations, session
+        self.backend, self.journal, self.book = backend, journal, book
+        self.on_progress, self.input_bounds = on_progress, input_bounds
+        self.spent_here = Decimal(0)
+        self.current: PlannedCall | None = None
+        self.pending: dict[str, Any] | None = None
+        """An outcome received and not yet on disk."""
+
+    def record(self, entry: dict[str, Any]) -> None:
+        if self.book is not None:  # the ledger first: a crash in between over-counts, never under
+            self.book.record(entry)
+        self.journal.append(entry)
+
+    def stop_here(self, stop: Stop) -> Stop:
+        stop = attrs.evolve(stop, detail=self.journal.redactor.text(stop.detail))  # printed too
+        self.journal.append({"type": "stop", **attrs.asdict(stop, filter=lambda a, v:
+                                                               a.name != "unrecorded")})
         return stop
 
-    for index, call in enumerate(calls):
-        reserved = reservations[call.seq]
-        reserve = {"type": "reserve", "call_id": call.id, "seq": call.seq,
-                   "reserved_usd": usd(reserved)}
-        if book is None:
-            record(reserve)
-        else:
-            with book.ledger.locked():
-                still_planned = sum((reservations[c.seq] for c in calls[index:]), Decimal(0))
-                available = balance(book.budget, book.spent())
-                if still_planned > available:
-                    return stop_here(Stop(
-                        "budget", f"the {len(calls) - index} calls still planned reserve "
-                        f"{usd(still_planned)} USD, the balance is {usd(available)} USD",
-                        call.id, call.seq))
-                record(reserve)
-        try:
-            reply = session.send(call.request)
-        except Exception as exc:  # any failure to get a usable response is technical
-            failure = exc if isinstance(exc, BackendFailure) else BackendFailure(
-                "unexpected", f"the backend failed ({type(exc).__name__})")
-            record({
-                "type": "outcome", "call_id": call.id, "seq": call.seq, "status": "failed",
-                "failure": failure.kind, "http_status": failure.http_status,
-                "error": failure.message, "request_id": failure.request_id,
-                "cost_usd": None, "counted_usd": usd(reserved),
-                "cost_unknown": "no usable response: counted at its reservation",
-                "raw": failure.raw,
-            })
-            spent_here += reserved
-            on_progress(_progress(call, len(calls), "failed", spent_here, book))
-            return stop_here(Stop("technical_failure", failure.message, call.id, call.seq))
+    def cannot_record(self, exc: OSError) -> Stop:
+        call = self.current or self.calls[0]
+        where = exc.filename or str(exc)
+        detail = (f"cannot write {where} ({exc.strerror or exc}); nothing more was sent, and a "
+                  "call already sent stays counted at its reservation")
+        unrecorded = None
+        if self.pending is not None:
+            unrecorded = json.dumps(self.journal.redactor.value(self.pending), ensure_ascii=True)
+        stop = Stop("cannot_record", self.journal.redactor.text(detail), call.id, call.seq,
+                    unrecorded)
+        with contextlib.suppress(OSError):  # the disk may still refuse; the stop is printed
+            self.journal.append({"type": "stop", "reason": stop.reason, "detail": stop.detail,
+                                 "call_id": stop.call_id, "seq": stop.seq})
+        return stop
 
-        amount, unknown, counted = _priced(reply, backend, reserved)
+    def progress(self, call: PlannedCall, status: str) -> None:
+        self.on_progress(_progress(call, len(self.calls), self.journal.redactor.text(status),
+                                   self.spent_here, self.book))
+
+    def run(self) -> Stop | None:
+        expected_model = self.backend.params.get("model")
+        first_model: str | None = None
+        calls, book = self.calls, self.book
+        for index, call in enumerate(calls):
+            self.current = call
+            reserved = self.reservations[call.seq]
+            reserve = {"type": "reserve", "call_id": call.id, "seq": call.seq,
+                       "reserved_usd": usd(reserved)}
+            if book is None:
+                self.record(reserve)
+            else:
+                with book.ledger.locked():
+                    still_planned = sum((self.reservations[c.seq] for c in calls[index:]),
+                                        Decimal(0))
+                    available = balance(book.budget, book.spent())
+                    if still_planned > available:
+                        return self.stop_here(Stop(
+                            "budget", f"the {len(calls) - index} calls still planned reserve "
+                            f"{usd(still_planned)} USD, the balance is {usd(available)} USD",
+                            call.id, call.seq))
+                    book.append_locked(reserve)  # under the same lock as the check
+                self.journal.append(reserve)
+            try:
+                reply = self.session.send(call.request)
+            except Exception as exc:  # any failure to get a usable response is technical
+                return self.failed(call, reserved, exc)
+            stop = self.answered(call, reserved, reply, expected_model, first_model)
+            if first_model is None:
+                first_model = reply.model
+            if stop is not None:
+                return self.stop_here(stop)
+        self.journal.append({"type": "end"})
+        return None
+
+    def failed(self, call: PlannedCall, reserved: Decimal, exc: Exception) -> Stop:
+        failure = exc if isinstance(exc, BackendFailure) else BackendFailure(
+            "unexpected", f"the backend failed ({type(exc).__name__})")
+        counted = Decimal(0) if failure.never_sent else reserved
+        self.pending = {
+            "type": "outcome", "call_id": call.id, "seq": call.seq, "status": "failed",
+            "failure": failure.kind, "http_status": failure.http_status,
+            "error": failure.message, "request_id": failure.request_id,
+            "cost_usd": usd(counted) if failure.never_sent else None,
+            "counted_usd": usd(counted),
+            "cost_unknown": None if failure.never_sent
+            else "no usable response: counted at its reservation",
+            "never_sent": failure.never_sent,
+            "raw": failure.raw,
+        }
+        self.record(self.pending)
+        self.pending = None
+        self.spent_here += counted
+        self.progress(call, "failed")
+        return self.stop_here(Stop("technical_failure", failure.message, call.id, call.seq))
+
+    def answered(self, call: PlannedCall, reserved: Decimal, reply: Reply,
+                 expected_model: Any, first_model: str | None) -> Stop | None:
+        backend = self.backend
+        amount, unknown, counted = _priced(reply, backend, reserved,
+                                           self.input_bounds.get(call.seq))
         if reply.status not in ANSWERED_STATUSES and backend.pricing is not None:
             # Not finished (or failed on the way): its usage may not be its final bill.
             amount, unknown = None, f"status {reply.status!r}: the usage may not be final"
             counted = max(counted, reserved)
-        record({
+        self.pending = {
             "type": "outcome", "call_id": call.id, "seq": call.seq, "status": reply.status,
             "model": reply.model, "service_tier": reply.service_tier,
             "request_id": reply.request_id, "usage": _usage_doc(reply),
@@ -203,27 +315,23 @@ def collect(
             "cost_unknown": unknown, "text": reply.text, "refusal": reply.refusal,
             "incomplete_reason": reply.incomplete_reason, "error": reply.error,
             "raw": reply.raw,
-        })
-        spent_here += counted
-        on_progress(_progress(call, len(calls), reply.status, spent_here, book))
+        }
+        self.record(self.pending)
+        self.pending = None
+        self.spent_here += counted
+        self.progress(call, reply.status)
 
-        stop = None
         if reply.status not in ANSWERED_STATUSES:
-            stop = Stop("technical_failure", f"the response has status {reply.status!r}"
+            return Stop("technical_failure", f"the response has status {reply.status!r}"
                         + (f" ({reply.error})" if reply.error else ""), call.id, call.seq)
-        elif first_model is None and expected_model is not None and (
+        if first_model is None and expected_model is not None and (
             reply.model is None or not model_matches(expected_model, reply.model)
         ):
-            stop = Stop("changed_model", f"model {reply.model!r} came back, "
+            return Stop("changed_model", f"model {reply.model!r} came back, "
                         f"{expected_model!r} was asked", call.id, call.seq)
-        elif first_model is not None and reply.model != first_model:
-            stop = Stop("changed_model", f"model {reply.model!r} came back after "
+        if first_model is not None and reply.model != first_model:
+            return Stop("changed_model", f"model {reply.model!r} came back after "
                         f"{first_model!r}", call.id, call.seq)
-        elif unknown is not None:
-            stop = Stop("unknown_cost", unknown, call.id, call.seq)
-        if first_model is None:
-            first_model = reply.model
-        if stop is not None:
-            return stop_here(stop)
-    journal.append({"type": "end"})
-    return None
+        if unknown is not None:
+            return Stop("unknown_cost", unknown, call.id, call.seq)
+        return None

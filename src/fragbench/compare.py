@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from fragbench.errors import SeriesError
-from fragbench.series import MEASURES_FILE, read_json
+from fragbench.series import MEASURES_FILE, MONEY, read_json
 
 CELL = ["case", "lang", "variant", "mode", "rep"]
 SIDE = ["status", "parsed", "n_citations", "n_valid", "n_invalid", "conditions_cited_validly",
@@ -31,6 +31,22 @@ def series_dirs(path: Path) -> list[Path]:
     return found
 
 
+def _refuse_inexact_money(frame: pl.LazyFrame, series_dir: Path, rel: str) -> None:
+    """Money (`*_usd` columns) must be exact decimals: one table of float money (written
+    before money was exact, or by a measure that used floats) would make the relaxed concat
+    below turn every series' money into floats, silently."""
+    try:
+        schema = frame.collect_schema()  # Parquet metadata only, no data read
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise SeriesError(f"{series_dir / rel}: cannot be read ({exc}).") from None
+    for column, dtype in schema.items():
+        if column.endswith("_usd") and dtype != MONEY:
+            raise SeriesError(
+                f"{series_dir / rel}: money column {column} is {dtype}, not the exact {MONEY}; "
+                f"rebuild the series' tables with `fragbench measure {series_dir}` (or fix the "
+                "measure that writes it).")
+
+
 def scan(path: str | Path) -> dict[str, pl.LazyFrame]:
     """Table name -> LazyFrame over every series at or under `path`."""
     frames: dict[str, list[pl.LazyFrame]] = {}
@@ -39,8 +55,10 @@ def scan(path: str | Path) -> dict[str, pl.LazyFrame]:
         tables = [(e["table"], e["path"]) for e in read_json(d / MEASURES_FILE)]
         tables += [("retrieval", "retrieval.parquet"), ("facts", "facts.parquet")]
         for name, rel in tables:
+            frame = pl.scan_parquet(d / rel)
+            _refuse_inexact_money(frame, d, rel)
             frames.setdefault(name, []).append(
-                pl.scan_parquet(d / rel).with_columns(
+                frame.with_columns(
                     pl.lit(info["experiment"]).alias("experiment"),
                     pl.lit(info["series"]).alias("series"),
                 ))

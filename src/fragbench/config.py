@@ -6,10 +6,12 @@ here with one sentence naming the file and the fault, before anything runs or is
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
+import re
 import tomllib
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, Inexact, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +174,9 @@ def _read_toml(path: Path, error: type[FragbenchError]) -> tuple[dict[str, Any],
         raw = path.read_bytes()
     except OSError as exc:
         raise error(f"{path}: cannot be read ({exc.strerror}); check the path.") from None
+    if raw.startswith(codecs.BOM_UTF8):
+        raise error(f"{path}: starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 "
+                    "without BOM and run again.")
     try:
         return tomllib.loads(raw.decode("utf-8")), raw
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -200,7 +205,34 @@ def _load_prompt(path: Path, lang: str) -> Prompt:
     return prompt
 
 
+MONEY_DECIMALS = 18
+"""The scale of the money columns (`series.MONEY`): every cost must be exact at it."""
+
+
+def _exact_per_token(reader: _Reader, pricing: Pricing) -> None:
+    """Refuse, before anything is spent, a price whose per-token amount cannot be written
+    exactly in MONEY_DECIMALS decimals (e.g. per_tokens = 3): costs are sums of whole tokens
+    times these amounts, so they are exact whenever these are."""
+    context = Context(prec=80, traps=[Inexact])
+    for name in ("input", "cached_input", "cache_write", "output"):
+        try:
+            per_token = context.divide(getattr(pricing, name), Decimal(pricing.per_tokens))
+        except Inexact:
+            per_token = None
+        step = Decimal(1).scaleb(-MONEY_DECIMALS)
+        if per_token is None or per_token.quantize(step, context=Context(prec=80)) != per_token:
+            raise reader.fail(name, f"per {pricing.per_tokens} tokens gives a per-token price "
+                              f"that is not exact in {MONEY_DECIMALS} decimals; state prices "
+                              "per a power of ten of tokens")
+
+
 def _load_pricing(reader: _Reader) -> Pricing:
+    pricing = _pricing(reader)
+    _exact_per_token(reader, pricing)
+    return pricing
+
+
+def _pricing(reader: _Reader) -> Pricing:
     return Pricing(
         models=reader.texts("models"),
         input=reader.money("input"),
@@ -316,6 +348,9 @@ def load_experiment(path: Path) -> Experiment:
         prior_spend_usd=b.money("prior_spend_usd"),
         framing_tokens=b.count("framing_tokens", minimum=0),
     )
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", budget.id):
+        raise b.fail("id", "must be up to 64 letters, digits, '.', '_' and '-' (it names the "
+                     "budget's ledger file)")
     if budget.prior_spend_usd > budget.ceiling_usd:
         raise b.fail("prior_spend_usd", "is above the ceiling")
 

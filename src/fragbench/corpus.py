@@ -6,6 +6,7 @@ naming the file and the fault, before anything runs or is written.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import tomllib
 from collections import Counter
@@ -79,6 +80,11 @@ def load_case(path: Path) -> Case:
         raw = path.read_bytes()
     except OSError as exc:
         raise _fail(path, f"cannot be read ({exc.strerror})") from None
+    if raw.startswith(codecs.BOM_UTF8):
+        # tomllib reads a BOM as a stray character ("Invalid statement (line 1, col 1)"); the
+        # frozen hash is of the bytes, so the file is not silently read another way either.
+        raise _fail(path, "starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without "
+                    "BOM")
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -1,15 +1,37 @@
-"""Errors a user can cause. The CLI prints them as one line and exits non-zero.
+"""Errors a user can cause, and the exit codes that tell them apart.
+
+The CLI prints every error as one line, `fragbench: <what, and what to do>`, and exits with:
+
+- 0: done.
+- 1: internal error, a bug in fragbench or a plugin (the traceback is for us).
+- 2: usage, the command line is wrong (an unknown option, a value out of range, a missing
+  argument, a --series that names no backend without --backend).
+- 3: series stopped, collection began and stopped (technical failure, changed model, unknown
+  cost, budget, or a write that failed); what was recorded is kept.
+- 4: refused, an input, file or environment is unusable (corpus, config, frozen plan, budget,
+  ledger, series folder, key); nothing was sent.
 
 Anything else that escapes is our bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_STOPPED = 3
+EXIT_REFUSED = 4
+
 
 class FragbenchError(Exception):
     """A problem with the user's input, files or environment: one sentence, what to do."""
 
-    exit_code = 2
+    exit_code = EXIT_REFUSED
+
+
+class UsageError(FragbenchError):
+    """The command line asks for something that cannot be: wrong or missing options."""
+
+    exit_code = EXIT_USAGE
 
 
 class CorpusError(FragbenchError):
@@ -33,4 +55,5 @@ class SeriesError(FragbenchError):
 
 
 class PluginError(FragbenchError):
-    """A plugin is unknown, registered twice or misbehaves at registration."""
+    """A plugin is unknown, registered twice, misbehaves at registration, or returns output
+    that breaks its contract."""

@@ -11,6 +11,35 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import attrs
 import polars as pl
 
+CHUNK_COLUMNS: dict[str, tuple[str, ...]] = {
+    "case": ("String",),
+    "lang": ("String",),
+    "variant": ("String",),
+    "chunk": ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"),
+    "fact_ids": ("List(String)",),
+    "text": ("String",),
+}
+"""What a chunker returns: column -> the dtypes accepted (checked, naming the plugin)."""
+
+SCORE_DTYPES = ("Float64", "Float32", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16",
+                "UInt32", "UInt64")
+
+
+def check_frame(frame: Any, columns: dict[str, tuple[str, ...]], who: str, what: str) -> None:
+    """Refuse a plugin's output that breaks its documented columns, naming the plugin."""
+    from fragbench.errors import PluginError
+
+    if not isinstance(frame, pl.DataFrame):
+        raise PluginError(f"{who} returned {type(frame).__name__}, not a Polars DataFrame; "
+                          f"{what} (docs/plugins.md). Fix or uninstall that plugin.")
+    missing = [c for c in columns if c not in frame.columns]
+    wrong = [f"{c} is {frame.schema[c]}" for c, kinds in columns.items()
+             if c in frame.columns and str(frame.schema[c]) not in kinds]
+    if missing or wrong:
+        problems = ([f"no column {', '.join(missing)}"] if missing else []) + wrong
+        raise PluginError(f"{who} returned a frame with {'; '.join(problems)}; {what} "
+                          "(docs/plugins.md). Fix or uninstall that plugin.")
+
 
 @runtime_checkable
 class Chunker(Protocol):
@@ -88,16 +117,24 @@ class Reply:
 
 
 class BackendFailure(Exception):
-    """A technical failure: no usable response. The message must never hold a key or header."""
+    """A technical failure: no usable response. The message must never hold a key or header.
+
+    `never_sent=True` only where the request provably never left the machine (the connection
+    was refused, the URL scheme is unsupported): the collector then releases the call's
+    reservation. Anywhere else the server may have received and billed the request, and the
+    reservation stays counted.
+    """
 
     def __init__(self, kind: str, message: str, *, http_status: int | None = None,
-                 raw: str | None = None, request_id: str | None = None) -> None:
+                 raw: str | None = None, request_id: str | None = None,
+                 never_sent: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.http_status = http_status
         self.raw = raw
         self.request_id = request_id
+        self.never_sent = never_sent
 
 
 class Session(Protocol):

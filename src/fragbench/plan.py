@@ -227,6 +227,63 @@ def _first_difference(old: Any, new: Any, where: str = "") -> str | None:
     return None if old == new else where.rstrip(".")
 
 
+def differences(frozen: Any, now: dict[str, Any], base: Path | None = None) -> list[str]:
+    """What differs between a frozen plan and the plan the files and code give now, in words a
+    person can act on: each changed file by name (under `base`, the experiment folder, when
+    given), each changed package or plugin version, then the sections of the plan that
+    differ."""
+    if not isinstance(frozen, dict):
+        return ["it is not a plan (not a JSON object)"]
+    found: list[str] = []
+
+    def files(plan: dict[str, Any]) -> dict[str, str]:
+        entries = plan.get("files") if isinstance(plan.get("files"), list) else []
+        return {str(f.get("path")): str(f.get("sha256")) for f in entries if isinstance(f, dict)}
+
+    old_files, new_files = files(frozen), files(now)
+    for path in list(old_files) + [p for p in new_files if p not in old_files]:
+        name = os.path.normpath(base / path) if base is not None else path
+        if path not in new_files:
+            found.append(f"{name} is no longer used")
+        elif path not in old_files:
+            found.append(f"{name} is new")
+        elif old_files[path] != new_files[path]:
+            found.append(f"{name} changed since the plan was frozen")
+    old_packages = frozen.get("packages") if isinstance(frozen.get("packages"), dict) else {}
+    for name, version in now["packages"].items():
+        if old_packages.get(name) != version:
+            found.append(f"package {name} is {version}, the plan froze {old_packages.get(name)}")
+
+    def plugins(plan: dict[str, Any]) -> dict[str, str]:
+        entries = plan.get("plugins") if isinstance(plan.get("plugins"), list) else []
+        return {f"{p.get('kind')} {p.get('name')}": f"{p.get('origin')} {p.get('version')}"
+                for p in entries if isinstance(p, dict)}
+
+    old_plugins, new_plugins = plugins(frozen), plugins(now)
+    for name, version in new_plugins.items():
+        if old_plugins.get(name) != version:
+            found.append(f"plugin {name} is {version}, the plan froze "
+                         f"{old_plugins.get(name, 'none')}")
+    sections = [key for key in list(now) + [k for k in frozen if k not in now]
+                if key not in ("files", "packages", "plugins", "recorded")
+                and frozen.get(key) != now.get(key)]
+    if sections and found:
+        found.append(f"which changes the plan's {', '.join(sections)}")
+    elif sections:
+        for key in sections:
+            where = _first_difference(frozen.get(key), now.get(key), key + ".")
+            found.append(f"{key} differs (at {where})")
+    return found
+
+
+def _read_frozen(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlanMismatch(f"{path}: unreadable frozen plan ({exc}); restore it from version "
+                           "control or freeze again.") from None
+
+
 def verify(experiment: Experiment) -> tuple[dict[str, Any], list[PlannedCall], Any]:
     """Recompute the plan; refuse unless it equals the frozen one. Returns the frozen plan, the
     calls and the retrieval table (so that nothing is computed twice)."""
@@ -234,20 +291,60 @@ def verify(experiment: Experiment) -> tuple[dict[str, Any], list[PlannedCall], A
     if not path.exists():
         raise PlanMismatch(f"{path}: no frozen plan; run `fragbench freeze {experiment.dir}` "
                            "and commit experiment.json before collecting.")
-    try:
-        frozen = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanMismatch(f"{path}: unreadable frozen plan ({exc}); restore it from version "
-                           "control or freeze again.") from None
+    frozen = _read_frozen(path)
     table = main_retrieval(experiment)
     calls = schedule(experiment, table)
     now = build_plan(experiment, calls)
     stored = {k: v for k, v in frozen.items() if k != "recorded"} if isinstance(frozen, dict) \
         else frozen
-    where = _first_difference(stored, now)
-    if where is not None:
+    if stored != now:
+        found = differences(stored, now, experiment.dir)
+        shown = "; ".join(found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
         raise PlanMismatch(
-            f"{path}: the frozen plan no longer matches the code and files ({where} differs); "
-            "restore what changed, or freeze a new plan deliberately before collecting."
+            f"{path}: the frozen plan is out of date: {shown}; restore what changed, or freeze "
+            f"a new plan deliberately (`fragbench freeze {experiment.dir}`) and commit it "
+            "before collecting."
         )
     return frozen, calls, table
+
+
+def review(experiment: Experiment, backend: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The plan as the files give it now, and what a person reviews before a run: one backend's
+    reservations, the budget's balance from its ledger, and whether the frozen plan is
+    current (naming what changed)."""
+    from fragbench.budget import balance
+    from fragbench.errors import ConfigError
+    from fragbench.ledger import Ledger, ledger_path
+
+    name = backend or experiment.default_backend
+    if name not in experiment.backends:
+        raise ConfigError(f"{experiment.config_path}: has no backend {name!r}; the backends "
+                          f"are {', '.join(experiment.backends)}.")
+    cfg = experiment.backends[name]
+    calls = schedule(experiment, main_retrieval(experiment))
+    doc = build_plan(experiment, calls)
+    reserved = [call_reservation(c, cfg, experiment) for c in calls]
+    total = sum(reserved, Decimal(0))
+    budget_info = None
+    if cfg.pricing is not None:
+        b = experiment.budget
+        path = ledger_path(b.id)
+        recorded = Ledger(path, b).load().spent()
+        left = balance(b, recorded)
+        budget_info = {"id": b.id, "ceiling_usd": usd(b.ceiling_usd),
+                       "prior_spend_usd": usd(b.prior_spend_usd), "recorded_usd": usd(recorded),
+                       "balance_usd": usd(left), "fits": total <= left, "ledger": str(path)}
+    path = plan_path(experiment)
+    if not path.exists():
+        frozen_info = {"path": str(path), "current": False,
+                       "differences": ["there is no frozen plan yet: run `fragbench freeze`"]}
+    else:
+        frozen = _read_frozen(path)
+        stored = {k: v for k, v in frozen.items() if k != "recorded"} \
+            if isinstance(frozen, dict) else frozen
+        found = [] if stored == doc else differences(stored, doc, experiment.dir)
+        frozen_info = {"path": str(path), "current": not found, "differences": found}
+    info = {"backend": name, "draws_on_budget": cfg.pricing is not None,
+            "reserved_usd": [usd(r) for r in reserved], "total_reservation_usd": usd(total),
+            "budget": budget_info, "frozen_plan": frozen_info}
+    return doc, info

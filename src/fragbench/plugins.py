@@ -114,6 +114,16 @@ def plugin_manager() -> tuple[pluggy.PluginManager, dict[str, tuple[str, str]]]:
     return pm, origins
 
 
+def describe(kind: str, obj: Any) -> str:
+    """`chunker 'name' (plugin dist 1.2)`: how errors name a plugin."""
+    name = getattr(obj, "name", type(obj).__name__)
+    for e in registry().entries:
+        if e.obj is obj:
+            where = "built-in" if e.builtin else f"plugin {e.origin} {e.version}"
+            return f"{kind} {name!r} ({where})"
+    return f"{kind} {name!r} ({type(obj).__module__})"
+
+
 @functools.cache
 def registry() -> Registry:
     """Load every plugin once and collect what each registers, refusing duplicate names."""

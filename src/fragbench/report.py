@@ -17,7 +17,7 @@ import polars as pl
 
 from fragbench.budget import usd
 from fragbench.builtin.citations import FOLDED_LEVEL, REASONS
-from fragbench.journal import JOURNAL_FILE, budget_spent, read_journal
+from fragbench.journal import JOURNAL_FILE, read_journal
 from fragbench.series import MEASURES_FILE, read_json
 
 REPORT_FILE = "report.md"
@@ -47,6 +47,8 @@ def _cell(value: Any) -> str:
         return " ".join(str(v) for v in value) if value else "∅"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, Decimal):  # money: plain and exact, without the scale's zeros
+        return usd(value)
     if isinstance(value, float):
         return f"{value:.6g}"
     text = str(value).replace("\\", "\\\\").replace("|", "\\|")
@@ -89,12 +91,12 @@ def _run_section(series_dir: Path, info: dict[str, Any], status: dict[str, Any],
     ]
     budget = plan["budget"]
     if info.get("budget"):
-        ledger = series_dir / info["ledger"] if info.get("ledger") else series_dir / "none"
-        used = Decimal(budget["prior_spend_usd"]) + budget_spent(
-            ledger, series_dir.parent.parent, info["budget"])
-        rows.append(("budget", f"{usd(used)} of {budget['ceiling_usd']} USD used (prior "
-                               f"{budget['prior_spend_usd']} and every series of budget "
-                               f"`{info['budget']}` recorded when this report was written)"))
+        # The report reads nothing outside the series folder, so that `measure` rebuilds it
+        # byte for byte anywhere: the budget's balance lives in its ledger (`fragbench plan`).
+        rows.append(("budget", f"draws on budget `{info['budget']}` (ceiling "
+                               f"{budget['ceiling_usd']} USD, prior "
+                               f"{budget['prior_spend_usd']} USD); its balance, with every "
+                               "series drawing on it, is in its ledger: `fragbench plan`"))
     else:
         rows.append(("budget", "draws on no budget (no cost)"))
     stop = status.get("stop")

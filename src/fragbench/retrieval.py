@@ -9,10 +9,14 @@ and 2/sqrt(8)) count as tied.
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from fragbench.corpus import Case, questions_frame, sentences_frame
-from fragbench.interfaces import Chunker, Scorer
+from fragbench.errors import PluginError
+from fragbench.interfaces import CHUNK_COLUMNS, SCORE_DTYPES, Chunker, Scorer, check_frame
+from fragbench.plugins import describe
 
 PASSAGE = ["case", "lang", "variant"]
 TIE_DECIMALS = 12
@@ -33,6 +37,22 @@ RETRIEVAL_SCHEMA = {
 }
 
 
+CHUNKER_CONTRACT = ("a chunker returns one row per chunk with case, lang, variant (strings), "
+                    "chunk (integer), fact_ids (list of strings) and text (string)")
+SCORER_CONTRACT = ("a scorer returns the chunks it was given, one row each, with a numeric "
+                   "score column")
+
+
+def _call(kind: str, plugin: Any, method: str, *args: Any) -> Any:
+    """Call a plugin; a failure inside it is reported as that plugin's, in one line."""
+    try:
+        return getattr(plugin, method)(*args)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise PluginError(f"{describe(kind, plugin)} failed: {type(exc).__name__}: {first}; "
+                          "fix or uninstall that plugin.") from exc
+
+
 def score_chunks(
     cases: list[Case],
     chunker: Chunker,
@@ -40,16 +60,23 @@ def score_chunks(
     chunk_sizes: list[int],
     langs: list[str] | None = None,
 ) -> pl.DataFrame:
-    """Chunks of every passage at every chunk size, scored in one batch."""
+    """Chunks of every passage at every chunk size, scored in one batch. Each plugin's output
+    is checked against its documented columns, naming the plugin, before the core reads it."""
     sentences = sentences_frame(cases, langs)
-    chunks = pl.concat(
-        [
-            chunker.chunk(sentences, size).with_columns(pl.lit(size, pl.Int32).alias("chunk_size"))
-            for size in chunk_sizes
-        ],
-        how="vertical_relaxed",
-    )
-    return scorer.score(chunks, questions_frame(cases, langs))
+    frames = []
+    for size in chunk_sizes:
+        frame = _call("chunker", chunker, "chunk", sentences, size)
+        check_frame(frame, CHUNK_COLUMNS, describe("chunker", chunker), CHUNKER_CONTRACT)
+        frames.append(frame.with_columns(pl.lit(size, pl.Int32).alias("chunk_size")))
+    chunks = pl.concat(frames, how="vertical_relaxed")
+    scored = _call("scorer", scorer, "score", chunks, questions_frame(cases, langs))
+    who = describe("scorer", scorer)
+    check_frame(scored, {**{c: (str(chunks.schema[c]),) for c in chunks.columns},
+                         "score": SCORE_DTYPES}, who, SCORER_CONTRACT)
+    if scored.height != chunks.height:
+        raise PluginError(f"{who} returned {scored.height} rows for {chunks.height} chunks; "
+                          f"{SCORER_CONTRACT} (docs/plugins.md). Fix or uninstall that plugin.")
+    return scored.with_columns(pl.col("score").cast(pl.Float64))
 
 
 def select(scored: pl.DataFrame, top_ks: list[int]) -> pl.DataFrame:

@@ -1,46 +1,58 @@
 """`fragbench run`: verify the frozen plan, record retrieval, collect a series, derive tables.
 
-Everything a user can get wrong (config, corpus, plan, series name, budget, key) is checked
-before the series folder is created: a refusal writes nothing and spends nothing.
+Everything a user can get wrong (options, config, corpus, plan, series name and folder, budget,
+ledger, key) is checked before the series folder is created: a refusal writes nothing and
+spends nothing.
+
+Which backend: `--backend` when given; else the series name when it names a backend of the
+config; else, only when neither `--series` nor `--backend` is given, the config's
+`default_backend`. A `--series` that names no backend needs `--backend`, so that a series name
+never picks a paid backend by accident.
+
+A series folder is claimed under a lock (on the experiment's outputs folder while it is
+checked and created, then on the series folder for the whole run), so that two runs with the
+same `--series` cannot both write it. A series that holds no reservation (a run killed before
+its first call, a folder left by a refused write) sent nothing: it is cleared and collected
+again. A series with any reservation is final.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 
 import attrs
+import polars as pl
 
 from fragbench.budget import balance, usd
 from fragbench.collect import BudgetBook, Progress, Stop, collect
-from fragbench.config import load_experiment
+from fragbench.config import Experiment, load_experiment
 from fragbench.corpus import facts_frame
-from fragbench.errors import BudgetError, ConfigError, SeriesError
-from fragbench.journal import (
-    JOURNAL_FILE,
-    Journal,
-    budget_spent,
-    fsync_dir,
-    ledger_path,
-    now,
-    read_journal,
-    redact,
-    spent,
-)
-from fragbench.plan import call_reservation, plan_path, verify
+from fragbench.errors import BudgetError, ConfigError, SeriesError, UsageError
+from fragbench.interfaces import Backend, Session
+from fragbench.journal import JOURNAL_FILE, Journal, fsync_dir, now, read_journal, spent
+from fragbench.ledger import Ledger, ledger_path
+from fragbench.plan import PlannedCall, call_reservation, plan_path, verify
 from fragbench.plugins import registry
+from fragbench.redact import Redactor, secrets_in_env
 from fragbench.report import write_report
+from fragbench.requests import request_text
 from fragbench.series import derive_tables, write_json, write_parquet
 
 SERIES_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD|_ORG_ID|_PROJECT_ID|ORGANIZATION)$",
-                        re.IGNORECASE)
+RECORDED_FILES = {"plan.json", "series.json", "facts.parquet", "retrieval.parquet",
+                  JOURNAL_FILE}
+"""What a series holds before its first call: a folder with only these (and `*.tmp`) and no
+reservation sent nothing."""
 
 
 @attrs.frozen
@@ -53,24 +65,44 @@ class RunResult:
     sent: int
     spent_usd: Decimal
     stop: Stop | None
+    tables_error: str | None = None
+    """Why the tables and report could not be written after collection, if they could not."""
 
 
-def secrets_in_env() -> list[str]:
-    """Values never to be written: keys, tokens, secrets, passwords, organization and project
-    identifiers found in the environment."""
-    return [v for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v) >= 8]
+def choose_backend(experiment: Experiment, series: str | None, backend: str | None) -> str:
+    if backend is None:
+        if series is None:
+            backend = experiment.default_backend
+        elif series in experiment.backends:
+            backend = series
+        else:
+            raise UsageError(
+                f"--series {series} names no backend of {experiment.config_path} "
+                f"({', '.join(experiment.backends)}); add --backend NAME: the default backend "
+                "applies only when neither --series nor --backend is given.")
+    if backend not in experiment.backends:
+        raise ConfigError(f"{experiment.config_path}: has no backend {backend!r}; the backends "
+                          f"are {', '.join(experiment.backends)}.")
+    return backend
 
 
-def _make_dirs(path: Path) -> None:
+def _make_dirs(path: Path, what: str) -> None:
     """Create `path` and its missing parents, each made durable in its parent: a power loss
     must not take a series folder, reservations and all, after calls were billed."""
     missing = []
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    for folder in reversed(missing):
-        folder.mkdir()
-        fsync_dir(folder.parent)
+    try:
+        while not path.is_dir():
+            if path.exists() or path.is_symlink():
+                raise SeriesError(f"{what} {path}: is not a folder; choose another {what}.")
+            missing.append(path)
+            path = path.parent
+        for folder in reversed(missing):
+            folder.mkdir()
+            fsync_dir(folder.parent)
+    except OSError as exc:
+        raise SeriesError(f"{what} {missing[0] if missing else path}: cannot be created "
+                          f"({exc.strerror}); choose a writable {what} (nothing was sent)."
+                          ) from None
 
 
 def existing_series_error(series_dir: Path, name: str) -> SeriesError:
@@ -86,96 +118,204 @@ def existing_series_error(series_dir: Path, name: str) -> SeriesError:
                        "to or overwritten; choose another --series name.")
 
 
+def _sent_nothing(series_dir: Path, ledger: Ledger | None) -> bool:
+    """Whether an existing series folder provably sent nothing: only the files written before
+    the first call, no reservation in its journal, none in the budget's ledger."""
+    names = {p.name for p in series_dir.iterdir()}
+    if any(n not in RECORDED_FILES and not n.endswith(".tmp") for n in names):
+        return False
+    journal = series_dir / JOURNAL_FILE
+    if journal.exists() and any(r.get("type") == "reserve" for r in read_journal(journal)):
+        return False
+    if ledger is not None and (series_dir / "series.json").exists():
+        try:
+            uid = json.loads((series_dir / "series.json").read_text(encoding="utf-8")).get(
+                "series_uid")
+        except (OSError, ValueError, AttributeError):
+            return True  # torn before its uid was durable: no call can name it
+        return uid not in ledger.series
+    return True
+
+
+@contextlib.contextmanager
+def _dir_lock(path: Path, blocking: bool) -> Iterator[int]:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        yield fd
+    finally:
+        os.close(fd)  # closing the descriptor releases its lock
+
+
+def claim_series_dir(series_dir: Path, name: str, out: Path, ledger: Ledger | None) -> int:
+    """Create the series folder and return a descriptor holding its lock (keep it open for
+    the whole run)."""
+    _make_dirs(series_dir.parent, "--out")
+    with _dir_lock(series_dir.parent, blocking=True):
+        if series_dir.is_symlink():
+            raise SeriesError(f"{series_dir}: is a symbolic link, not a series folder; remove "
+                              "it or choose another --series name (nothing was sent).")
+        if series_dir.exists():
+            if not series_dir.is_dir():
+                raise SeriesError(f"{series_dir}: is a file, not a series folder; remove it or "
+                                  "choose another --series name (nothing was sent).")
+            try:
+                with _dir_lock(series_dir, blocking=False):
+                    if not _sent_nothing(series_dir, ledger):
+                        raise existing_series_error(series_dir, name)
+                    shutil.rmtree(series_dir)
+            except BlockingIOError:
+                raise SeriesError(f"{series_dir}: another run is collecting series {name!r} "
+                                  "right now; wait for it to end or choose another --series "
+                                  "name (nothing was sent).") from None
+        try:
+            series_dir.mkdir()
+            fsync_dir(series_dir.parent)
+            fd = os.open(series_dir, os.O_RDONLY)
+        except OSError as exc:
+            raise SeriesError(f"{series_dir}: cannot be created ({exc.strerror}); choose a "
+                              "writable --out (nothing was sent).") from None
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: the parent's lock is ours
+        return fd
+
+
 def run(
     experiment_dir: Path,
     series: str | None = None,
     backend: str | None = None,
     out: Path = Path("outputs"),
     on_progress: Callable[[Progress], None] = lambda p: None,
+    say: Callable[[str], None] = lambda line: None,
 ) -> RunResult:
+    """`say` receives a line per phase (and, for a billed run, what it will draw on) before
+    the first call; `on_progress` a report after each call."""
     experiment = load_experiment(experiment_dir)
-    _, calls, retrieval_table = verify(experiment)
-
-    if backend is None:
-        backend = series if series in experiment.backends else experiment.default_backend
-    if backend not in experiment.backends:
-        raise ConfigError(f"{experiment.config_path}: has no backend {backend!r}; the backends "
-                          f"are {', '.join(experiment.backends)}.")
+    backend = choose_backend(experiment, series, backend)
     backend_cfg = experiment.backends[backend]
     series = series or backend
     if not SERIES_NAME.fullmatch(series):
-        raise SeriesError(f"series name {series!r} is not usable as a folder name; use letters, "
-                          "digits, '.', '_' and '-'.")
+        raise UsageError(f"--series {series!r} is not usable as a folder name; use up to 64 "
+                         "letters, digits, '.', '_' and '-'.")
     series_dir = out / experiment.id / series
-    if series_dir.exists():
-        raise existing_series_error(series_dir, series)
+    if out.exists() and not out.is_dir():
+        raise SeriesError(f"--out {out}: is a file, not a folder; choose another --out "
+                          "(nothing was sent).")
+    say(f"verifying the frozen plan {plan_path(experiment)}")
+    _, calls, retrieval_table = verify(experiment)
 
     reservations = {c.seq: call_reservation(c, backend_cfg, experiment) for c in calls}
+    total = sum(reservations.values(), Decimal(0))
     budget = experiment.budget if backend_cfg.pricing is not None else None
-    ledger = ledger_path(experiment.dir, experiment.budget.id)
+    secrets = secrets_in_env()
+    redactor = Redactor(secrets)
+    ledger = None
     if budget is not None:
+        ledger = Ledger(ledger_path(budget.id), budget).load()
         # Checked again under the ledger's lock before every call; this one refuses early.
-        already = budget_spent(ledger, out, budget.id)
-        available = balance(budget, already)
-        total = sum(reservations.values(), Decimal(0))
+        available = balance(budget, ledger.spent())
         if total > available:
             raise BudgetError(
                 f"the {len(calls)} planned calls reserve {usd(total)} USD but budget "
                 f"{budget.id!r} has {usd(available)} USD left (ceiling "
                 f"{usd(budget.ceiling_usd)}, prior {usd(budget.prior_spend_usd)}, recorded "
-                f"series {usd(already)}); nothing was sent.")
+                f"series {usd(ledger.spent())}); nothing was sent.")
 
     plugin = registry().get("backend", backend_cfg.plugin)
     session = plugin.open(backend_cfg.params)
-    secrets = secrets_in_env()
-    book = None
     try:
-        _make_dirs(series_dir.parent)
-        series_dir.mkdir()  # exclusive: a series created meanwhile is never written into
-        fsync_dir(series_dir.parent)
+        if ledger is not None:
+            ledger.open(redactor)
+        lock = claim_series_dir(series_dir, series, out, ledger)
+        try:
+            return _collect_series(experiment, series, backend, series_dir, plugin, session,
+                                   calls, retrieval_table, reservations, ledger, redactor, say,
+                                   on_progress)
+        finally:
+            os.close(lock)
+    finally:
+        session.close()
+        if ledger is not None:
+            ledger.close()
+
+
+def _collect_series(experiment: Experiment, series: str, backend: str, series_dir: Path,
+                    plugin: Backend, session: Session, calls: list[PlannedCall],
+                    retrieval_table: pl.DataFrame,
+                    reservations: dict[int, Decimal], ledger: Ledger | None,
+                    redactor: Redactor, say: Callable[[str], None],
+                    on_progress: Callable[[Progress], None]) -> RunResult:
+    backend_cfg = experiment.backends[backend]
+    budget = experiment.budget if ledger is not None else None
+    is_model, label = bool(plugin.is_model), str(plugin.label)
+    endpoint = redactor.text(str(session.endpoint))
+    series_uid = uuid.uuid4().hex
+    try:
         shutil.copyfile(plan_path(experiment), series_dir / "plan.json")
-        series_uid = uuid.uuid4().hex
         info = {
             "experiment": experiment.id,
             "series": series,
             "series_uid": series_uid,
             "backend": backend,
             "backend_plugin": backend_cfg.plugin,
-            "is_model": plugin.is_model,
-            "label": plugin.label,
-            "endpoint": redact(session.endpoint, secrets),
+            "is_model": is_model,
+            "label": label,
+            "endpoint": endpoint,
             "budget": budget.id if budget else None,
-            "ledger": os.path.relpath(ledger, series_dir) if budget else None,
             "plan_sha256": hashlib.sha256(plan_path(experiment).read_bytes()).hexdigest(),
             "started_at": now(),
         }
         write_json(info, series_dir / "series.json")
+        say("recording retrieval and facts")
         write_parquet(facts_frame(experiment.cases, list(experiment.languages)),
                       series_dir / "facts.parquet")
         write_parquet(retrieval_table, series_dir / "retrieval.parquet")
-        journal = Journal(series_dir / JOURNAL_FILE, redact=secrets)
-        if budget is not None:
-            _make_dirs(ledger.parent)
-            book = BudgetBook(budget=budget, ledger=Journal(ledger, redact=secrets), root=out,
-                              series=series, series_uid=series_uid)
-        try:
-            journal.append({"type": "header", "experiment": experiment.id, "series": series,
-                            "series_uid": series_uid, "backend": backend,
-                            "budget": info["budget"], "plan_sha256": info["plan_sha256"],
-                            "calls": len(calls)})
-            stop = collect(calls, reservations, session, backend_cfg, journal, book,
-                           on_progress)
-        finally:
-            journal.close()
-            if book is not None:
-                book.ledger.close()
+        journal = Journal(series_dir / JOURNAL_FILE, redactor)
+    except OSError as exc:
+        raise SeriesError(f"{series_dir}: cannot be written ({exc.strerror}); free space or "
+                          "choose a writable --out, then run again: nothing was sent, and the "
+                          "folder will be reused.") from None
+    book = None
+    try:
+        journal.append({"type": "header", "experiment": experiment.id, "series": series,
+                        "series_uid": series_uid, "backend": backend,
+                        "budget": info["budget"], "plan_sha256": info["plan_sha256"],
+                        "calls": len(calls)})
+        total = sum(reservations.values(), Decimal(0))
+        if ledger is not None and budget is not None:
+            book = BudgetBook(budget=budget, ledger=ledger, series=series,
+                              series_uid=series_uid)
+            with ledger.locked():
+                ledger.append({"type": "series", "series": series, "series_uid": series_uid,
+                               "experiment": experiment.id, "backend": backend})
+                left = balance(budget, ledger.spent())
+            say(f"billed run: backend {backend} ({label}) at {endpoint}; budget {budget.id}: "
+                f"balance {usd(left)} USD of ceiling {usd(budget.ceiling_usd)}; the "
+                f"{len(calls)} planned calls reserve {usd(total)} USD")
+        else:
+            say(f"collecting {len(calls)} calls with backend {backend} ({label}, "
+                f"{'unpriced' if is_model else 'a non-model baseline'}): nothing is billed")
+        bounds = {c.seq: len(request_text(c.request).encode("utf-8"))
+                  + experiment.budget.framing_tokens for c in calls}
+        stop = collect(calls, reservations, session, backend_cfg, journal, book,
+                       on_progress, bounds)
+    except OSError as exc:  # before the first call (the collector handles its own)
+        raise SeriesError(f"{series_dir}: cannot be written ({exc.strerror}); free space or "
+                          "choose a writable --out, then run again: nothing was sent, and the "
+                          "folder will be reused.") from None
     finally:
-        session.close()
-    derive_tables(series_dir)
-    write_report(series_dir)
+        journal.close()
+    tables_error = None
+    try:
+        say("deriving the tables")
+        derive_tables(series_dir)
+        say("writing the report")
+        write_report(series_dir)
+    except OSError as exc:
+        tables_error = (f"the tables and report could not be written ({exc.strerror}); free "
+                        f"space, then run `fragbench measure {series_dir}`")
     records = read_journal(series_dir / JOURNAL_FILE)
     return RunResult(
-        series_dir=series_dir, backend=backend, is_model=plugin.is_model, label=plugin.label,
+        series_dir=series_dir, backend=backend, is_model=is_model, label=label,
         calls=len(calls), sent=sum(r.get("type") == "reserve" for r in records),
-        spent_usd=spent(records), stop=stop,
+        spent_usd=spent(records), stop=stop, tables_error=tables_error,
     )

@@ -56,6 +56,13 @@ and `report.md` with `figures/`.
 Load them with Polars: `fragbench.scan("outputs/protocol-1.0")["calls"]` is a LazyFrame over
 every series, with `experiment` and `series` columns. No table holds a global score.
 
+Money columns (`*_usd`) are exact decimals, Polars `Decimal(38, 18)` (Parquet's 128-bit
+decimal), built from the journal's decimal strings and never through a float, so a sum such as
+`pl.col("counted_usd").sum()` equals `status.json`'s `spent_usd` to the last digit. An amount
+needing more than 18 decimals or 20 integer digits is refused with its value named, never
+rounded. `fragbench.scan` refuses a table whose money is not of that type (rebuild it with
+`fragbench measure`); the report shows money as plain decimals (`0.003024`).
+
 ## journal.jsonl
 
 Append-only, one JSON object per line, each fsync'ed before the collector goes on: `header`,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from decimal import Decimal
+from decimal import Context, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,48 @@ import polars as pl
 
 from fragbench.answers import parse_answer
 from fragbench.budget import usd
+from fragbench.config import MONEY_DECIMALS
 from fragbench.errors import SeriesError
 from fragbench.interfaces import MeasureInput
 from fragbench.journal import JOURNAL_FILE, read_journal, spent
+
+# Money columns are exact decimals, never floats: a float sum drifts (0.0030239999999999976
+# for 0.003024) where the journal and status.json are exact. Scale 18 holds every amount the
+# frozen prices can give (a rate with a few decimals per 10^6 tokens needs about 8) with room
+# to spare; precision 38 (the most Parquet's 128-bit decimals hold) leaves 20 integer digits.
+MONEY_PRECISION = 38
+MONEY_SCALE = MONEY_DECIMALS  # the config refuses prices not exact at this scale
+MONEY = pl.Decimal(MONEY_PRECISION, MONEY_SCALE)
+MONEY_TYPE = f"Decimal({MONEY_PRECISION}, {MONEY_SCALE}), exact"
+_MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_SCALE)
+_MONEY_CONTEXT = Context(prec=MONEY_PRECISION, traps=[InvalidOperation])
+
+
+def money(amount: str | int | Decimal | None, where: str) -> Decimal | None:
+    """An amount recorded as a decimal string (or Decimal), made fit for a MONEY column.
+
+    Polars would silently round an amount finer than the scale and turn one beyond the
+    precision into null; either would break the promise that table sums are exact, so such an
+    amount is refused, naming it and `where` it was found. A float is refused too: it has
+    already lost the exact value.
+    """
+    if amount is None:
+        return None
+    if isinstance(amount, float | bool):
+        raise SeriesError(f"{where}: {amount!r} is a float, not a decimal amount; money is "
+                          "recorded as decimal strings.")
+    try:
+        exact = Decimal(amount)
+        fitted = exact.quantize(_MONEY_QUANTUM, context=_MONEY_CONTEXT)
+    except InvalidOperation:
+        fitted = None
+    if fitted is None or fitted != exact:
+        raise SeriesError(f"{where}: {amount} USD does not fit the money columns' "
+                          f"{MONEY_TYPE} (at most {MONEY_SCALE} decimals and "
+                          f"{MONEY_PRECISION - MONEY_SCALE} integer digits); refusing to round "
+                          "it.")
+    return fitted
+
 
 CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
     "call_id": (pl.String, "planned call ID: case-lang-variant-mode-rREP"),
@@ -50,11 +89,11 @@ CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
     "cache_write_tokens": (pl.Int64, "usage.input_tokens_details.cache_write_tokens"),
     "output_tokens": (pl.Int64, "usage.output_tokens (reasoning included)"),
     "reasoning_tokens": (pl.Int64, "usage.output_tokens_details.reasoning_tokens"),
-    "cost_usd": (pl.Float64, "usage-based cost; null when unknown"),
+    "cost_usd": (MONEY, f"usage-based cost, USD ({MONEY_TYPE}); null when unknown"),
     "cost_unknown": (pl.String, "why the cost is unknown, if it is"),
-    "reserved_usd": (pl.Float64, "the call's reservation; null when not sent"),
-    "counted_usd": (pl.Float64, "what the budget counts: the cost if known, else the "
-                                "reservation or, if larger, the usage at the frozen rates"),
+    "reserved_usd": (MONEY, f"the call's reservation, USD ({MONEY_TYPE}); null when not sent"),
+    "counted_usd": (MONEY, f"what the budget counts, USD ({MONEY_TYPE}): the cost if known, "
+                           "else the reservation or, if larger, the usage at the frozen rates"),
     "supplied_ids": (pl.List(pl.String), "fact IDs given to the model, in the order shown"),
     "request_sha256": (pl.String, "sha256 of the exact request text, as frozen"),
     "parsed": (pl.Boolean, "the answer text is valid JSON for the schema"),
@@ -70,10 +109,14 @@ CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
 
 
 def write_parquet(frame: pl.DataFrame, path: Path) -> None:
-    """Atomic: a crash leaves the old file or the new one, never half of one."""
+    """Atomic: a crash or a full disk leaves the old file or the new one, never half of one."""
     tmp = path.with_name(path.name + ".tmp")
-    frame.write_parquet(tmp)
-    tmp.replace(path)
+    try:
+        frame.write_parquet(tmp)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json(value: Any, path: Path) -> None:
@@ -83,6 +126,14 @@ def write_json(value: Any, path: Path) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     tmp.replace(path)
+
+
+def require_series(series_dir: Path) -> None:
+    """Refuse, before anything is read or written, a folder that is not a recorded series."""
+    if not (series_dir / "series.json").is_file():
+        what = "no such folder" if not series_dir.exists() else "no series.json in it"
+        raise SeriesError(f"{series_dir}: is not a series folder ({what}); point to "
+                          "OUT/<experiment>/<series>, e.g. outputs/demo/protocol-1.0/extractive.")
 
 
 def read_json(path: Path) -> Any:
@@ -115,10 +166,11 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
         stop = stops.get(cid, {})
         usage = out.get("usage") or {}
         status = out.get("status") or ("interrupted" if res else "not_sent")
-        reserved = Decimal(res["reserved_usd"]) if res else None
-        known = out.get("cost_usd")
-        recorded = out.get("counted_usd", known)
-        counted = Decimal(recorded) if recorded is not None else reserved
+        where = f"{JOURNAL_FILE}, call {cid}"
+        reserved = money(res["reserved_usd"], f"{where}, reserved_usd") if res else None
+        known = money(out.get("cost_usd"), f"{where}, cost_usd")
+        recorded = out.get("counted_usd", out.get("cost_usd"))
+        counted = money(recorded, f"{where}, counted_usd") if recorded is not None else reserved
         parsed = parse_answer(out.get("text")) if out else None
         rows.append({
             "call_id": cid, "seq": planned["seq"], "case": planned["case"],
@@ -132,10 +184,8 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
             "cache_write_tokens": usage.get("cache_write_tokens"),
             "output_tokens": usage.get("output_tokens"),
             "reasoning_tokens": usage.get("reasoning_tokens"),
-            "cost_usd": float(known) if known is not None else None,
-            "cost_unknown": out.get("cost_unknown"),
-            "reserved_usd": float(reserved) if reserved is not None else None,
-            "counted_usd": float(counted) if counted is not None else None,
+            "cost_usd": known, "cost_unknown": out.get("cost_unknown"),
+            "reserved_usd": reserved, "counted_usd": counted,
             "supplied_ids": planned["supplied_ids"], "request_sha256": planned["request_sha256"],
             "parsed": parsed.parsed if parsed else None,
             "parse_error": parsed.error if parsed else None,
@@ -162,6 +212,7 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
     """
     from fragbench.plugins import registry
 
+    require_series(series_dir)
     plan = read_json(series_dir / "plan.json")
     info = read_json(series_dir / "series.json")
     journal = series_dir / JOURNAL_FILE
@@ -201,10 +252,11 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
             folder = "" if measure.kind == "primary" else f"{DIAGNOSTICS_DIR}/"
             manifest.append({"table": table_name, "measure": name, "kind": measure.kind,
                              "path": f"{folder}{table_name}.parquet"})
+    # The state first: small, and what a person looks for when a full disk refuses the rest.
+    write_json({**info, **series_state(records)}, series_dir / "status.json")
     for entry in manifest:
         path = series_dir / entry["path"]
         path.parent.mkdir(exist_ok=True)
         write_parquet(tables[entry["table"]], path)
     write_json(manifest, series_dir / MEASURES_FILE)
-    write_json({**info, **series_state(records)}, series_dir / "status.json")
     return tables

@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import polars as pl
+
+from fragbench.errors import UsageError
+
+
+def check_output(path: Path, formats: tuple[str, ...]) -> None:
+    """Refuse, before any work, an output path that cannot be written as a table."""
+    if path.suffix not in formats:
+        raise UsageError(f"--out {path}: unknown format; end the file name in "
+                         f"{', '.join(formats)}.")
+    if path.is_dir():
+        raise UsageError(f"--out {path}: is a folder; name a file ending in "
+                         f"{', '.join(formats)}.")
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"--out {path}: {folder} is a file, not a folder; choose another "
+                         "--out.")
 
 
 def flat_for_csv(frame: pl.DataFrame) -> pl.DataFrame:
@@ -17,15 +36,24 @@ def flat_for_csv(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def write_table(frame: pl.DataFrame, path: Path) -> None:
-    """Parquet, CSV or JSON lines by suffix; written beside, then renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Parquet, CSV or JSON lines by suffix; written beside, then renamed into place. A write
+    that fails leaves the old file (if any) and no temporary one."""
+    from fragbench.errors import FragbenchError
+
     tmp = path.with_name(path.name + ".tmp")
-    if path.suffix == ".parquet":
-        frame.write_parquet(tmp)
-    elif path.suffix == ".csv":
-        flat_for_csv(frame).write_csv(tmp)
-    elif path.suffix == ".jsonl":
-        frame.write_ndjson(tmp)
-    else:
-        raise ValueError(f"unknown table format {path.suffix}")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".parquet":
+            frame.write_parquet(tmp)
+        elif path.suffix == ".csv":
+            flat_for_csv(frame).write_csv(tmp)
+        elif path.suffix == ".jsonl":
+            frame.write_ndjson(tmp)
+        else:
+            raise ValueError(f"unknown table format {path.suffix}")
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise FragbenchError(f"{path}: cannot be written ({exc.strerror or exc}); choose a "
+                             "writable --out.") from None

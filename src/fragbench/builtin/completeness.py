@@ -11,6 +11,7 @@ import polars as pl
 from fragbench.columns import CALL_COLUMNS, PASSAGE_COLUMNS
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
+from fragbench.series import MONEY, MONEY_TYPE
 
 CELL = ["case", "lang", "variant", "mode"]
 
@@ -35,9 +36,10 @@ USAGE_SCHEMA = {
     "cache_write_tokens": "idem",
     "output_tokens": "idem (reasoning included)",
     "reasoning_tokens": "idem",
-    "cost_usd": "sum of known costs; null when no cost is known",
+    "cost_usd": f"sum of known costs, USD ({MONEY_TYPE}); null when no cost is known",
     "calls_cost_unknown": "sent calls whose cost is unknown (counted at their reservation)",
-    "counted_usd": "what the budget counts for the cell; null when nothing was sent",
+    "counted_usd": f"what the budget counts for the cell, USD ({MONEY_TYPE}); null when "
+                   "nothing was sent",
 }
 
 
@@ -78,7 +80,10 @@ class UsageMeasure:
                 pl.len().cast(pl.Int32).alias("calls_planned"),
                 sent.sum().cast(pl.Int32).alias("calls_sent"),
                 # A sum over nothing known is unknown (null), never zero.
-                *[_known_sum(t) for t in (*tokens, "cost_usd", "counted_usd")],
+                *[_known_sum(t) for t in tokens],
+                # Summed as exact decimals (same scale, no rounding); the cast pins the
+                # documented type whatever precision a Polars version gives a sum.
+                *[_known_sum(m).cast(MONEY) for m in ("cost_usd", "counted_usd")],
                 (sent & pl.col("cost_usd").is_null()).sum().cast(pl.Int32)
                 .alias("calls_cost_unknown"),
             )

@@ -1,15 +1,30 @@
 """Built-in backend `openai`: the OpenAI Responses API through the official SDK.
 
 - Exactly one HTTP request per call: the client is built with `max_retries=0` (the SDK retries
-  twice by default, with no idempotency key, so a retry could be billed twice) and an explicit
-  timeout.
+  twice by default, with no idempotency key, so a retry could be billed twice) and redirects
+  are never followed. The SDK's HTTP client follows them by default, which re-sends the POST on
+  a 307/308 and turns it into a GET on a 301/302/303; the client given to the SDK here forces
+  `follow_redirects=False` on every send, whatever the SDK passes per request, and a 3xx answer
+  is a technical failure (`http_error`, its message saying the redirect was not followed).
+- `timeout_seconds` bounds the whole call: connect, send, wait and read the entire body. The
+  SDK's own timeout bounds each phase and each read separately, so a server trickling its body
+  could keep a call alive indefinitely. The request therefore runs in a worker thread and the
+  call is abandoned at the deadline (`timeout`). The thread is a daemon: an abandoned read never
+  holds the process at exit; what it might still receive is discarded.
+- What is known about a failed request is said. Only a failure to open the connection (connect
+  or TLS handshake, e.g. connection refused) or a URL scheme the client cannot speak proves the
+  request never left this machine (`never_sent=True`, nothing billed). Anything later (timeout,
+  dropped connection, HTTP error, unreadable answer, including on a reused keep-alive
+  connection) means the server may have received and billed it.
 - Each call sends only its own instructions and input: no `previous_response_id`, no
   conversation, `store=False`, `tools=[]`.
 - The key comes from OPENAI_API_KEY; the endpoint is the SDK's (OPENAI_BASE_URL may point it at
   another server), recorded without any user-info or query part.
 - Only the response body is kept, never a header: headers can carry account identifiers
-  (`openai-organization`, `openai-project`). The request ID is read from `x-request-id`.
-- The SDK is imported when a session opens, so `fragbench --help` never pays for it.
+  (`openai-organization`, `openai-project`) and a redirect's `location` can carry anything. The
+  request ID is read from `x-request-id`.
+- The SDK (and httpx2, its HTTP client) is imported when a session opens, so `fragbench --help`
+  never pays for it.
 """
 
 from __future__ import annotations
@@ -17,7 +32,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from fragbench.errors import FragbenchError
@@ -32,6 +49,72 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
     "store": bool,
     "timeout_seconds": (int, float),
 }
+
+
+T = TypeVar("T")
+
+MAY_BE_BILLED = "the server may have received and billed it"
+NEVER_SENT = "the request never left this machine and nothing was billed"
+
+
+class _PastDeadline(Exception):
+    """The worker did not finish the request in time."""
+
+
+def _within(seconds: float, work: Callable[[], T]) -> T:
+    """Run `work` in a daemon thread and wait for it at most `seconds`.
+
+    The SDK offers no deadline for a whole request, and a thread is exact: the caller returns at
+    the deadline whatever the socket is doing. The abandoned thread keeps its connection until
+    its own per-read timeout, the server closing, or the process exiting.
+    """
+    results: list[T] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            results.append(work())
+        except BaseException as exc:  # handed to the caller, which decides what it means
+            errors.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="fragbench-openai-request", daemon=True).start()
+    if not done.wait(seconds):
+        raise _PastDeadline
+    if errors:
+        raise errors[0]
+    return results[0]
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The first error of a chain, for its name. httpcore2 keeps the OSError it wraps only as
+    its argument, not as its cause, so an argument that is an exception is followed too."""
+    while True:
+        inner = exc.__cause__
+        if inner is None and exc.args and isinstance(exc.args[0], BaseException):
+            inner = exc.args[0]
+        if inner is None:
+            return exc
+        exc = inner
+
+
+def _http_client(timeout: float) -> Any:
+    """The SDK's default HTTP client (its limits and timeouts), never following a redirect.
+
+    The SDK may set `follow_redirects` per request (it does for some providers), which would
+    override a client-wide setting; overriding `send`, through which every request of the client
+    goes, holds whatever the SDK passes.
+    """
+    import openai
+
+    class NoRedirects(openai.DefaultHttpxClient):
+        def send(self, request: Any, **kwargs: Any) -> Any:
+            kwargs["follow_redirects"] = False
+            return super().send(request, **kwargs)
+
+    return NoRedirects(timeout=timeout, follow_redirects=False)
 
 
 def _public_url(url: str) -> str:
@@ -107,52 +190,86 @@ def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
 
 class OpenAISession:
     def __init__(self, params: dict[str, Any], api_key: str) -> None:
+        import httpx2  # the SDK's HTTP client: its errors tell where a request failed
         import openai  # heavy: only when a series actually opens
 
         self._openai = openai
+        self._httpx = httpx2
         self.params = params
-        self.client = openai.OpenAI(api_key=api_key, max_retries=0,
-                                    timeout=float(params["timeout_seconds"]))
+        self.timeout = float(params["timeout_seconds"])
+        self.abandoned = False
+        self.client = openai.OpenAI(api_key=api_key, max_retries=0, timeout=self.timeout,
+                                    http_client=_http_client(self.timeout))
         self.endpoint = _public_url(str(self.client.base_url))
+
+    def _post(self, request: Request) -> tuple[str, int, str | None]:
+        """The one HTTP request, body read to its end: (body text, status, request ID)."""
+        p = self.params
+        raw = self.client.responses.with_raw_response.create(
+            model=p["model"],
+            instructions=request.instructions,
+            input=request.input,
+            reasoning={"effort": p["reasoning_effort"]},
+            max_output_tokens=p["max_output_tokens"],
+            service_tier=p["service_tier"],
+            store=p["store"],
+            tools=[],
+            text={"format": {"type": "json_schema", "name": request.schema_name,
+                             "schema": request.schema, "strict": True}},
+        )
+        # Read here, inside the deadline, whatever the SDK may have left unread.
+        return (raw.http_response.text, raw.http_response.status_code,
+                raw.headers.get("x-request-id"))
+
+    def _connection_failure(self, exc: BaseException) -> BackendFailure:
+        httpx2 = self._httpx
+        cause = exc.__cause__
+        root = _innermost(exc)
+        detail = type(root).__name__ if root is not exc else "no detail"
+        # Both are raised before a byte of HTTP is written: ConnectError only while opening the
+        # connection (TCP connect, TLS handshake), UnsupportedProtocol before any connection.
+        # Redirects are never followed, so neither can come from a second hop after a first
+        # request went out.
+        if isinstance(cause, httpx2.UnsupportedProtocol):
+            return BackendFailure("connection", "the endpoint's URL scheme is neither http nor "
+                                  f"https (check OPENAI_BASE_URL); {NEVER_SENT}",
+                                  never_sent=True)
+        if isinstance(cause, httpx2.ConnectError):
+            what = "connection refused" if isinstance(root, ConnectionRefusedError) else \
+                "the connection could not be opened"
+            return BackendFailure("connection", f"{what} ({detail}); {NEVER_SENT}",
+                                  never_sent=True)
+        return BackendFailure("connection", f"connection error ({detail}); {MAY_BE_BILLED}")
 
     def send(self, request: Request) -> Reply:
         openai = self._openai
-        p = self.params
         try:
-            raw = self.client.responses.with_raw_response.create(
-                model=p["model"],
-                instructions=request.instructions,
-                input=request.input,
-                reasoning={"effort": p["reasoning_effort"]},
-                max_output_tokens=p["max_output_tokens"],
-                service_tier=p["service_tier"],
-                store=p["store"],
-                tools=[],
-                text={"format": {"type": "json_schema", "name": request.schema_name,
-                                 "schema": request.schema, "strict": True}},
-            )
-        except openai.APITimeoutError:
-            raise BackendFailure("timeout", "the request timed out; the server may have "
-                                 "received and billed it") from None
+            text, http_status, request_id = _within(self.timeout, lambda: self._post(request))
+        except (_PastDeadline, openai.APITimeoutError) as exc:
+            self.abandoned = isinstance(exc, _PastDeadline)
+            raise BackendFailure("timeout", f"the request timed out after {self.timeout:g} s; "
+                                 f"{MAY_BE_BILLED}") from None
         except openai.APIConnectionError as exc:
-            cause = type(exc.__cause__).__name__ if exc.__cause__ else "no detail"
-            raise BackendFailure("connection", f"connection error ({cause}); the server may "
-                                 "have received and billed the request") from None
+            raise self._connection_failure(exc) from None
         except openai.APIStatusError as exc:
-            raise BackendFailure("http_error", f"HTTP {exc.status_code} from the API",
-                                 http_status=exc.status_code, raw=exc.response.text,
-                                 request_id=exc.request_id) from None
+            code = exc.status_code
+            if 300 <= code < 400:
+                # Following it would send the call a second request (307/308) or turn it into
+                # another one (a GET after 301/302/303): one call is one request.
+                message = (f"HTTP {code} from the API: a redirect, not followed; "
+                           f"{MAY_BE_BILLED}")
+            else:
+                message = f"HTTP {code} from the API"
+            raise BackendFailure("http_error", message, http_status=code,
+                                 raw=exc.response.text, request_id=exc.request_id) from None
         except Exception as exc:  # the SDK's boundary: a body it cannot read, etc.
             raise BackendFailure("bad_response", f"the response could not be read "
                                  f"({type(exc).__name__})") from None
-        text = raw.http_response.text
-        request_id = raw.headers.get("x-request-id")
         try:
             body = json.loads(text)
         except json.JSONDecodeError:
             raise BackendFailure("bad_body", "the body is not JSON", raw=text,
-                                 http_status=raw.http_response.status_code,
-                                 request_id=request_id) from None
+                                 http_status=http_status, request_id=request_id) from None
         try:
             return reply_from(body, text, request_id)
         except BackendFailure:
@@ -163,7 +280,11 @@ class OpenAISession:
                                  request_id=request_id) from None
 
     def close(self) -> None:
-        self.client.close()
+        # An abandoned worker may still be inside a socket call: closing its socket from this
+        # thread would free the descriptor's number while that call can still use it. Its
+        # connection ends with the worker (its own read timeout, the server, or the exit).
+        if not self.abandoned:
+            self.client.close()
 
 
 class OpenAIBackend:

@@ -1,0 +1,291 @@
+"""The budget ledger: one per budget id, wherever the experiments that draw on it live.
+
+A budget is money on an account, so its memory cannot belong to one experiment folder: a copied
+folder would start with an empty ledger and believe the whole budget free. Every experiment
+naming budget id X draws on the one file `X.jsonl` in the ledger store: `$FRAGBENCH_LEDGER_DIR`
+if set, else `$XDG_DATA_HOME/fragbench/ledgers` (`~/.local/share/fragbench/ledgers`). Point
+FRAGBENCH_LEDGER_DIR at a folder you commit or back up if the budget must follow you to another
+machine.
+
+The first record fixes the budget (id, ceiling, prior spend): a config naming the same id with
+another ceiling or prior spend is refused, since one budget has one ceiling. Then come the
+`reserve` and `outcome` records of every series drawing on it (accounting fields only: amounts,
+call and series identifiers, statuses; never an answer or a body).
+
+Tamper-evident: each record carries its number `n` and `prev`, the sha256 of the line before
+it. A hand-edited line (a negative or unparsable amount, a changed number, a deleted or
+inserted line) breaks the chain or the checks, and the ledger is refused with one sentence,
+never trusted. What the chain cannot show is the removal of the last lines; a determined forger
+can also rewrite every hash. A crash can tear only the last line: it is ignored when reading,
+and the next writer closes it with a `repair` record.
+
+The running total is kept in memory and updated from what the file gained since it was last
+read, so a call's bookkeeping does not grow with the ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from fragbench.budget import usd
+from fragbench.config import Budget
+from fragbench.errors import FragbenchError
+from fragbench.journal import fsync_dir, now
+from fragbench.redact import Redactor
+
+LEDGER_ENV = "FRAGBENCH_LEDGER_DIR"
+GENESIS = "0" * 64
+
+
+class LedgerError(FragbenchError):
+    """The budget's ledger is unusable: unreadable, altered, or for another budget."""
+
+
+def ledger_dir() -> Path:
+    configured = os.environ.get(LEDGER_ENV, "").strip()
+    if configured:
+        return Path(configured)
+    data = os.environ.get("XDG_DATA_HOME", "").strip()
+    return (Path(data) if data else Path.home() / ".local" / "share") / "fragbench" / "ledgers"
+
+
+def ledger_path(budget_id: str) -> Path:
+    return ledger_dir() / f"{budget_id}.jsonl"
+
+
+def _line_hash(line: bytes) -> str:
+    return hashlib.sha256(line).hexdigest()
+
+
+def _amount(value: Any) -> Decimal | None:
+    """A non-negative finite decimal written as a string, or None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:
+        return None
+    return amount if amount.is_finite() and amount >= 0 else None
+
+
+class Ledger:
+    """A budget's ledger, read and checked; `open` it to append (under its lock)."""
+
+    def __init__(self, path: Path, budget: Budget) -> None:
+        self.path = path
+        self.budget = budget
+        self._fd: int | None = None
+        self._offset = 0
+        self._n = -1
+        self._last = GENESIS
+        self._line = 0
+        self._torn = False
+        self._reserved: dict[tuple[str, str], Decimal] = {}
+        self._counted: dict[tuple[str, str], Decimal] = {}
+        self._total = Decimal(0)
+        self.series: set[str] = set()
+        """Uids of the series that drew on the budget."""
+        self._redactor = Redactor()
+
+    # Reading ---------------------------------------------------------------------------------
+
+    def _fail(self, message: str) -> LedgerError:
+        return LedgerError(f"ledger {self.path}: {message}; it is never trusted as it is: "
+                           "restore it from your backup or version control (see the README, "
+                           "'the budget ledger').")
+
+    def _check_file(self) -> None:
+        if self.path.is_symlink() and not self.path.exists():
+            raise self._fail("is a dangling symbolic link")
+        if self.path.exists() and not self.path.is_file():
+            raise self._fail("is not a regular file")
+
+    def load(self) -> Ledger:
+        """Read and check the whole ledger (if it exists yet). Returns self."""
+        self._check_file()
+        if self.path.exists():
+            self.refresh()
+        return self
+
+    def refresh(self) -> None:
+        """Read what the file gained since last time; check each new record."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except OSError as exc:
+            raise self._fail(f"cannot be read ({exc.strerror})") from None
+        end = data.rfind(b"\n")
+        self._torn = end != len(data) - 1 and bool(data)
+        if end < 0:
+            return
+        lines = data[:end].split(b"\n")
+        pending_torn = False
+        for raw in lines:
+            self._line += 1
+            if pending_torn:
+                pending_torn = False
+                if not self._is_repair(raw):
+                    raise self._fail(f"line {self._line - 1} is not a ledger record")
+            try:
+                record = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                pending_torn = True  # only a torn line followed by a repair may be unreadable
+                continue
+            self._apply(record, raw)
+        if pending_torn:
+            raise self._fail(f"line {self._line} is not a ledger record")
+        self._offset += end + 1
+
+    @staticmethod
+    def _is_repair(raw: bytes) -> bool:
+        try:
+            record = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return False
+        return isinstance(record, dict) and record.get("type") == "repair"
+
+    def _apply(self, record: Any, raw: bytes) -> None:
+        line = self._line
+        if not isinstance(record, dict):
+            raise self._fail(f"line {line} is not a ledger record")
+        if record.get("n") != self._n + 1 or record.get("prev") != self._last:
+            raise self._fail(f"line {line} does not follow the line before it (a line was "
+                             "edited, deleted or inserted)")
+        kind = record.get("type")
+        if self._n == -1:
+            self._check_genesis(record, line)
+        elif kind == "reserve":
+            key = self._key(record, line)
+            amount = _amount(record.get("reserved_usd"))
+            if amount is None:
+                raise self._fail(f"line {line} has an invalid reserved_usd "
+                                 f"({record.get('reserved_usd')!r})")
+            if key in self._reserved:
+                raise self._fail(f"line {line} reserves call {key[1]} of series {key[0]} twice")
+            self._reserved[key] = amount
+            self._total += amount
+            self.series.add(key[0])
+        elif kind == "outcome":
+            key = self._key(record, line)
+            amount = _amount(record.get("counted_usd"))
+            if amount is None:
+                raise self._fail(f"line {line} has an invalid counted_usd "
+                                 f"({record.get('counted_usd')!r})")
+            if key not in self._reserved or key in self._counted:
+                raise self._fail(f"line {line} records an outcome with no open reservation")
+            self._counted[key] = amount
+            self._total += amount - self._reserved[key]
+        elif kind not in ("series", "repair"):
+            raise self._fail(f"line {line} has an unknown type {kind!r}")
+        self._n += 1
+        self._last = _line_hash(raw)
+
+    def _key(self, record: dict[str, Any], line: int) -> tuple[str, str]:
+        uid, call = record.get("series_uid"), record.get("call_id")
+        if not isinstance(uid, str) or not isinstance(call, str):
+            raise self._fail(f"line {line} lacks its series_uid or call_id")
+        return uid, call
+
+    def _check_genesis(self, record: dict[str, Any], line: int) -> None:
+        if record.get("type") != "budget":
+            raise self._fail(f"line {line} should open the ledger with its budget")
+        b = self.budget
+        if record.get("id") != b.id:
+            raise self._fail(f"belongs to budget {record.get('id')!r}, not {b.id!r}")
+        ceiling, prior = _amount(record.get("ceiling_usd")), _amount(record.get("prior_spend_usd"))
+        if ceiling is None or prior is None:
+            raise self._fail(f"line {line} has an invalid ceiling or prior spend")
+        if ceiling != b.ceiling_usd or prior != b.prior_spend_usd:
+            raise LedgerError(
+                f"budget {b.id!r} is already recorded in {self.path} with ceiling "
+                f"{ceiling} USD and prior spend {prior} USD, but the config says "
+                f"{b.ceiling_usd} and {b.prior_spend_usd}: one budget has one ceiling; give "
+                "this experiment a budget id of its own or fix its config (nothing was sent).")
+
+    def spent(self) -> Decimal:
+        """What the budget's series count: each call's counted amount (its cost when known),
+        else its whole reservation."""
+        return self._total
+
+    # Writing ---------------------------------------------------------------------------------
+
+    def open(self, redactor: Redactor) -> Ledger:
+        """Open for appending, creating the store and the ledger (with its budget record) if
+        needed. Everything written is redacted."""
+        self._check_file()
+        self._redactor = redactor
+        try:
+            missing = []
+            folder = self.path.parent
+            while not folder.exists():
+                missing.append(folder)
+                folder = folder.parent
+            for made in reversed(missing):
+                made.mkdir()
+                fsync_dir(made.parent)
+            created = not self.path.exists()
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            if created:
+                fsync_dir(self.path.parent)
+        except OSError as exc:
+            raise LedgerError(f"ledger {self.path}: cannot be created or opened "
+                              f"({exc.strerror}); make {ledger_dir()} writable or set "
+                              f"{LEDGER_ENV} to a writable folder (nothing was sent).") from None
+        with self.locked():
+            if self._n == -1:
+                self._append({"type": "budget", "id": self.budget.id,
+                              "ceiling_usd": usd(self.budget.ceiling_usd),
+                              "prior_spend_usd": usd(self.budget.prior_spend_usd)})
+        return self
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """An exclusive lock across processes, and the ledger brought up to date: two runs
+        drawing on one budget take turns between the balance check and the reservation."""
+        assert self._fd is not None, "open the ledger first"
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            self.refresh()
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append under the lock (`with ledger.locked(): ...`)."""
+        self._append(record)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        assert self._fd is not None
+        if self._torn:  # a crash tore the last line: end it, and say so
+            self._write(b"\n")
+            self._offset = self.path.stat().st_size
+            self._line += 1
+            self._torn = False
+            if record.get("type") != "repair":
+                self._append({"type": "repair", "note": "the line above was torn by a crash"})
+        full = self._redactor.value({"n": self._n + 1, "prev": self._last, "at": now(),
+                                     **record})
+        line = json.dumps(full, ensure_ascii=True).encode()
+        self._write(line + b"\n")
+        self.refresh()
+
+    def _write(self, data: bytes) -> None:
+        assert self._fd is not None
+        written = os.write(self._fd, data)
+        if written != len(data):  # a short write on a full disk: refuse to go on blind
+            raise OSError(f"short write to {self.path}")
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,180 @@
+"""The budget ledger: one per budget id, hash-chained, refused when altered, never trusted."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from conftest import error_lines, run_cli
+
+from fragbench.config import Budget
+from fragbench.ledger import Ledger, LedgerError, ledger_path
+from fragbench.redact import Redactor
+
+BUDGET = Budget(id="b", ceiling_usd=Decimal(10), prior_spend_usd=Decimal("0.5"),
+                framing_tokens=1024)
+
+
+def write_some(path: Path) -> Ledger:
+    """Two series: one call settled at its cost, one still open at its reservation."""
+    ledger = Ledger(path, BUDGET).open(Redactor(["sk-secret-value-123"]))
+    with ledger.locked():
+        ledger.append({"type": "reserve", "series_uid": "s1", "call_id": "a",
+                       "reserved_usd": "0.09"})
+        ledger.append({"type": "outcome", "series_uid": "s1", "call_id": "a",
+                       "counted_usd": "0.02", "status": "sk-secret-value-123"})
+        ledger.append({"type": "reserve", "series_uid": "s2", "call_id": "a",
+                       "reserved_usd": "0.08"})
+    ledger.close()
+    return ledger
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def rewrite(path: Path, records: list[dict]) -> None:
+    """What a careful forger would write: every hash recomputed, so only the values speak."""
+    out, prev = [], "0" * 64
+    for n, record in enumerate(records):
+        line = json.dumps({**record, "n": n, "prev": prev}).encode()
+        out.append(line)
+        prev = hashlib.sha256(line).hexdigest()
+    path.write_bytes(b"\n".join(out) + b"\n")
+
+
+def test_counts_chains_and_redacts(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    write_some(path)
+    records = lines(path)
+    assert [r["type"] for r in records] == ["budget", "reserve", "outcome", "reserve"]
+    assert [r["n"] for r in records] == [0, 1, 2, 3]
+    raw = path.read_bytes().split(b"\n")
+    for before, record in zip(raw, records[1:], strict=False):
+        assert record["prev"] == hashlib.sha256(before).hexdigest()
+    assert b"sk-secret-value-123" not in path.read_bytes()
+    assert Ledger(path, BUDGET).load().spent() == Decimal("0.10")
+
+
+def test_a_second_writer_sees_what_the_first_appended(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    first = Ledger(path, BUDGET).open(Redactor())
+    second = Ledger(path, BUDGET).load().open(Redactor())
+    with first.locked():
+        first.append({"type": "reserve", "series_uid": "s1", "call_id": "a",
+                      "reserved_usd": "1.5"})
+    with second.locked():  # brought up to date under the lock, before any check
+        assert second.spent() == Decimal("1.5")
+        second.append({"type": "reserve", "series_uid": "s2", "call_id": "a",
+                       "reserved_usd": "2"})
+    with first.locked():
+        assert first.spent() == Decimal("3.5")
+    first.close()
+    second.close()
+    assert Ledger(path, BUDGET).load().spent() == Decimal("3.5")
+
+
+def test_a_torn_last_line_is_ignored_then_repaired(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    write_some(path)
+    with open(path, "ab") as fh:  # a power loss in the middle of the next reservation
+        fh.write(b'{"type": "reserve", "series_uid": "s3", "call_id": "a", "res')
+    assert Ledger(path, BUDGET).load().spent() == Decimal("0.10")
+    later = Ledger(path, BUDGET).load().open(Redactor())
+    with later.locked():
+        later.append({"type": "reserve", "series_uid": "s3", "call_id": "b",
+                      "reserved_usd": "0.01"})
+    later.close()
+    reread = Ledger(path, BUDGET).load()
+    assert reread.spent() == Decimal("0.11")
+    assert path.read_text(encoding="utf-8").count('"type": "repair"') == 1
+
+
+TAMPERS = {
+    "negative counted_usd (hashes recomputed)": (
+        lambda rs: rs[2].update(counted_usd="-5"), "invalid counted_usd"),
+    "unparsable amount (hashes recomputed)": (
+        lambda rs: rs[1].update(reserved_usd="ninety cents"), "invalid reserved_usd"),
+    "an outcome with no reservation (hashes recomputed)": (
+        lambda rs: rs.pop(1), "no open reservation"),
+}
+
+
+@pytest.mark.parametrize("name", list(TAMPERS))
+def test_a_forged_value_is_refused(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "b.jsonl"
+    write_some(path)
+    records = [{k: v for k, v in r.items() if k not in ("n", "prev")} for r in lines(path)]
+    change, words = TAMPERS[name]
+    change(records)
+    rewrite(path, records)
+    with pytest.raises(LedgerError, match=words):
+        Ledger(path, BUDGET).load()
+
+
+EDITS = {
+    "a deleted line": lambda ls: ls[:2] + ls[3:],
+    "an amount lowered by hand": lambda ls: [ls[0], ls[1].replace(b'"0.09"', b'"0.01"'),
+                                             *ls[2:]],
+    "a line that is not JSON": lambda ls: [ls[0], b"garbage", *ls[2:]],
+    "an inserted line": lambda ls: [*ls[:2], ls[1], *ls[2:]],
+}
+
+
+@pytest.mark.parametrize("name", list(EDITS))
+def test_a_hand_edit_breaks_the_chain(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "b.jsonl"
+    write_some(path)
+    edited = EDITS[name](path.read_bytes().rstrip(b"\n").split(b"\n"))
+    path.write_bytes(b"\n".join(edited) + b"\n")
+    with pytest.raises(LedgerError, match="never trusted"):
+        Ledger(path, BUDGET).load()
+
+
+def test_one_budget_has_one_ceiling(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    write_some(path)
+    other = Budget(id="b", ceiling_usd=Decimal(20), prior_spend_usd=Decimal("0.5"),
+                   framing_tokens=1024)
+    with pytest.raises(LedgerError, match="one budget has one ceiling"):
+        Ledger(path, other).load()
+
+
+@pytest.mark.parametrize("kind", ["symlink to /dev/null", "dangling symlink", "a folder"])
+def test_a_ledger_that_is_no_file_is_refused(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "b.jsonl"
+    if kind == "symlink to /dev/null":
+        os.symlink("/dev/null", path)
+    elif kind == "dangling symlink":
+        os.symlink(tmp_path / "gone.jsonl", path)
+    else:
+        path.mkdir()
+    with pytest.raises(LedgerError):
+        Ledger(path, BUDGET).load()
+    with pytest.raises(LedgerError):
+        Ledger(path, BUDGET).open(Redactor())
+
+
+@pytest.mark.parametrize("damage", ["negative amount", "symlink to /dev/null"])
+def test_plan_and_run_refuse_a_damaged_ledger_in_one_line(experiment: Path, workspace: Path,
+                                                           damage: str) -> None:
+    path = ledger_path("protocol-1.0-openai")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if damage == "symlink to /dev/null":
+        os.symlink("/dev/null", path)
+    else:
+        rewrite(path, [{"type": "budget", "id": "protocol-1.0-openai", "ceiling_usd": "10",
+                        "prior_spend_usd": "0.41792"},
+                       {"type": "reserve", "series_uid": "x", "call_id": "c",
+                        "reserved_usd": "-100"}])
+    for args in (("plan", str(experiment)),
+                 ("run", str(experiment), "--out", str(workspace / "outputs"))):
+        result = run_cli(*args, env={"OPENAI_API_KEY": "sk-test-ledger-000000000000",
+                                     "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+        assert result.returncode == 4, result.stderr
+        assert len(error_lines(result.stderr)) == 1 and str(path) in result.stderr
+    assert not (workspace / "outputs").exists()
