@@ -36,6 +36,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import ROOT
+from test_citations import call
 from test_report_compare import section_table
 
 from fragbench.builtin.availability import Availability
@@ -44,6 +45,7 @@ from fragbench.builtin.scorers import SqrtLexical
 from fragbench.corpus import facts_frame, load_corpus
 from fragbench.interfaces import MeasureInput
 from fragbench.retrieval import retrieve, selected_facts
+from fragbench.series import CALLS_SCHEMA
 
 SETTINGS = [(2, 1), (2, 2), (3, 1), (3, 2)]
 MAIN = (3, 1)
@@ -202,6 +204,44 @@ def test_availability_of_every_setting_and_the_full_passage_is_the_hand_computed
         assert rows[key]["main_setting"] is (key[3] in ("full", "3/1")), key
 
 
+def test_the_full_passage_is_every_sentence_once_whatever_the_matrix(hard: Path) -> None:
+    # The full-passage rows are built from one slice of the retrieval table; with three chunk
+    # sizes and three top-ks, a slice wider than one setting would repeat sentences.
+    settings = [(size, k) for size in (1, 2, 3) for k in (1, 2, 3)]
+    _, availability = measured([hard], settings, (2, 2))
+    rows = by_setting(availability)
+    assert len(rows) == 2 * 2 * (9 + 1)
+    for lang in ("en", "fr"):
+        check_row(rows[("hard", lang, "A", "full")], "F1 F2 F3 F4 F5", "F2 F4 F5", "F2 F4 F5")
+        check_row(rows[("hard", lang, "B", "full")], "F5 F4 F3 F2 F1", "F5 F4 F2", "F2 F4 F5")
+    assert [key for key, row in rows.items() if row["main_setting"]] == [
+        key for key in rows if key[3] in ("2/2", "full")]
+
+
+def test_each_call_is_split_by_what_it_was_given() -> None:
+    # Calls as the plan makes them: the main setting's selection, or the whole passage.
+    cases = load_corpus([ROOT / "corpus" / "0.2"])
+    calls = []
+    for (case, lang, variant, setting), (supplied, _) in EXPECTED.items():
+        if setting in ("3/1", "full"):
+            row = call(f"{case}-{lang}-{variant}-{setting}", lang, supplied.split(), [])
+            row.update(case=case, variant=variant,
+                       mode="retrieval" if setting == "3/1" else "full")
+            calls.append(row)
+    frame = pl.DataFrame(calls, schema={k: d for k, (d, _) in CALLS_SCHEMA.items()})
+    retrieval = retrieve(cases, SentenceGroups(), SqrtLexical(), SETTINGS)
+    tables = Availability().compute(MeasureInput(facts=facts_frame(cases), retrieval=retrieval,
+                                                 calls=frame, main_setting=MAIN))
+    split = {r["call_id"]: r for r in tables["call_availability"].to_dicts()}
+    assert len(split) == 24
+    for (case, lang, variant, setting), (supplied, conditions) in EXPECTED.items():
+        if setting in ("3/1", "full"):
+            row = split[f"{case}-{lang}-{variant}-{setting}"]
+            assert row["status"] == "completed"
+            check_row({**row, "chunk_size": None, "top_k": None}, supplied, conditions,
+                      CONDITIONS[case])
+
+
 def test_the_plan_supply_at_any_main_setting_is_the_hand_computed_one() -> None:
     # `selected_facts` is what the plan gives the retrieval calls; it reads the table of all
     # four settings at once, so it must pick exactly the one asked for, not its neighbours.
@@ -229,11 +269,12 @@ def test_report_shows_the_hand_computed_availability(extractive: Path) -> None:
             assert cell == (f"{len(ids)}/4: {' '.join(ids)}" if ids else "0/4"), (row, column)
     calls = pl.read_parquet(extractive / "call_availability.parquet")
     assert calls.height == 72
-    for call in calls.to_dicts():
-        setting = "3/1" if call["mode"] == "retrieval" else "full"
-        supplied, conditions = EXPECTED[(call["case"], call["lang"], call["variant"], setting)]
-        assert call["supplied_ids"] == supplied.split(), call["call_id"]
-        assert call["conditions_supplied"] == conditions.split(), call["call_id"]
+    for planned in calls.to_dicts():
+        setting = "3/1" if planned["mode"] == "retrieval" else "full"
+        supplied, conditions = EXPECTED[
+            (planned["case"], planned["lang"], planned["variant"], setting)]
+        assert planned["supplied_ids"] == supplied.split(), planned["call_id"]
+        assert planned["conditions_supplied"] == conditions.split(), planned["call_id"]
 
 
 # Hidden-style hard cases: typographic apostrophes (’) and a straight one, « » with no-break

@@ -178,3 +178,46 @@ def test_plan_and_run_refuse_a_damaged_ledger_in_one_line(experiment: Path, work
         assert result.returncode == 4, result.stderr
         assert len(error_lines(result.stderr)) == 1 and str(path) in result.stderr
     assert not (workspace / "outputs").exists()
+
+
+@pytest.mark.parametrize("crash", [
+    "a line ended but its repair never written",
+    "a whole record written but its newline lost",
+    "two torn lines in a row",
+])
+def test_every_crash_leaves_a_ledger_the_next_writer_can_repair(tmp_path: Path,
+                                                                crash: str) -> None:
+    path = tmp_path / "b.jsonl"
+    write_some(path)
+    record = json.dumps({"type": "reserve", "series_uid": "s3", "call_id": "a",
+                         "reserved_usd": "5", "n": 4, "prev": "x"}).encode()
+    with open(path, "ab") as fh:
+        fh.write({"a line ended but its repair never written": b'{"type": "res\n',
+                  "a whole record written but its newline lost": record,
+                  "two torn lines in a row": b'{"type": "res\n{"ty'}[crash])
+    assert Ledger(path, BUDGET).load().spent() == Decimal("0.10")  # read, not refused
+    later = Ledger(path, BUDGET).load().open(Redactor())
+    with later.locked():
+        later.append({"type": "reserve", "series_uid": "s3", "call_id": "b",
+                      "reserved_usd": "0.01"})
+    later.close()
+    assert Ledger(path, BUDGET).load().spent() == Decimal("0.11")
+
+
+def test_a_ledger_replaced_under_a_run_stops_it(tmp_path: Path) -> None:
+    path = tmp_path / "b.jsonl"
+    write_some(path)
+    ledger = Ledger(path, BUDGET).load().open(Redactor())
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(path.read_bytes())
+    copy.replace(path)  # a checkout or a restore renames another file into place
+    with pytest.raises(LedgerError, match="replaced or removed"), ledger.locked():
+        pass
+    ledger.close()
+
+
+def test_a_relative_ledger_folder_is_refused(experiment: Path) -> None:
+    result = run_cli("plan", str(experiment), env={"FRAGBENCH_LEDGER_DIR": "ledgers"})
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "FRAGBENCH_LEDGER_DIR=ledgers" in line and "absolute path" in line

@@ -249,12 +249,20 @@ def key_in_capitals(handler: Handler, number: int, body: dict[str, Any]) -> None
                                      error_message=f"bad key {CANARY_KEY.upper()}"))
 
 
+def key_in_a_repeated_field(handler: Handler, number: int, body: dict[str, Any]) -> None:
+    """A JSON parser keeps the last of two equal keys: the first still reaches the disk."""
+    text = json.dumps(body_with([answer_for(body)], number))
+    send_text(handler, text.replace('"error": null', f'"error": "{CANARY_KEY}", "error": null',
+                                    1))
+
+
 ECHOES = {
     "in the status": (ok(status=CANARY_KEY), 3),
     "as \\u escapes": (key_escaped, 0),
     "partly escaped": (key_partly_escaped, 0),
     "split across two parts": (key_split, 0),
     "in capitals, in an error": (key_in_capitals, 3),
+    "in a repeated JSON key": (key_in_a_repeated_field, 0),
 }
 
 
@@ -316,6 +324,8 @@ def test_a_key_echoed_back_is_never_written_or_printed(experiment: Path, server:
     assert result.returncode == code, result.stderr
     assert len(server.requests) == (3 if code else 72)
     assert "[redacted]" in (series_dir / "journal.jsonl").read_text(encoding="utf-8")
+    flags = calls_of(series_dir)["redacted"].to_list()
+    assert flags[2] is True and flags[:2] == [False, False]  # said, on that call only
     assert_no_key_anywhere(result, [experiment.parent.parent, ledger_store])
 
 
@@ -527,7 +537,7 @@ def test_plan_for_another_backend(experiment: Path) -> None:
     rows = [line for line in result.stdout.splitlines() if re.match(r"\s*\d+\s", line)]
     assert len(rows) == 72 and all(row.rstrip().endswith(" 0") for row in rows)
     unknown = run_cli("plan", str(experiment), "--backend", "nope")
-    assert_refused(unknown, 4, "no backend 'nope'", "openai, extractive")
+    assert_refused(unknown, 2, "--backend nope", "openai, extractive")
 
 
 def test_plan_as_json(experiment: Path) -> None:

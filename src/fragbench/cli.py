@@ -54,7 +54,7 @@ class _Group(TyperGroup):
         from typer._click.exceptions import ClickException, NoArgsIsHelpError
         from typer.exceptions import Abort
 
-        from fragbench.errors import EXIT_USAGE, FragbenchError
+        from fragbench.errors import EXIT_REFUSED, EXIT_USAGE, FragbenchError
 
         kwargs["standalone_mode"] = False
         try:
@@ -70,6 +70,11 @@ class _Group(TyperGroup):
         except FragbenchError as exc:
             _err(str(exc))
             sys.exit(exc.exit_code)
+        except OSError as exc:  # a file or folder the user named or must fix: not our bug
+            where = f"{exc.filename}: " if exc.filename else ""
+            _err(f"{where}{exc.strerror or exc}; check that the path is right and writable "
+                 "and that the disk has room, then run again.")
+            sys.exit(EXIT_REFUSED)
         except Abort:
             _err("interrupted.")
             sys.exit(130)

@@ -41,6 +41,7 @@ import attrs
 
 from fragbench.budget import UnknownCost, balance, cost, usd
 from fragbench.config import BackendConfig, Budget
+from fragbench.errors import FragbenchError
 from fragbench.interfaces import BackendFailure, Reply, Session, Usage
 from fragbench.journal import Journal
 from fragbench.ledger import Ledger
@@ -195,7 +196,7 @@ def collect(
                         input_bounds or {})
     try:
         return state.run()
-    except OSError as exc:
+    except (OSError, FragbenchError) as exc:  # a full disk, a ledger that became unusable
         return state.cannot_record(exc)
 
 
@@ -213,8 +214,17 @@ class _Collection:
         """An outcome received and not yet on disk."""
 
     def record(self, entry: dict[str, Any]) -> None:
-        if self.book is not None:  # the ledger first: a crash in between over-counts, never under
-            self.book.record(entry)
+        """The ledger first (a crash in between over-counts, never under), then the journal.
+        An outcome the ledger refuses is still written to the journal: it was paid for."""
+        try:
+            if self.book is not None:
+                self.book.record(entry)
+        except (OSError, FragbenchError):
+            if entry["type"] == "outcome":
+                with contextlib.suppress(OSError):
+                    self.journal.append(entry)
+                    self.pending = None
+            raise
         self.journal.append(entry)
 
     def stop_here(self, stop: Stop) -> Stop:
@@ -223,11 +233,14 @@ class _Collection:
                                                                a.name != "unrecorded")})
         return stop
 
-    def cannot_record(self, exc: OSError) -> Stop:
+    def cannot_record(self, exc: OSError | FragbenchError) -> Stop:
         call = self.current or self.calls[0]
-        where = exc.filename or str(exc)
-        detail = (f"cannot write {where} ({exc.strerror or exc}); nothing more was sent, and a "
-                  "call already sent stays counted at its reservation")
+        if isinstance(exc, OSError):
+            cause = f"cannot write {exc.filename or exc} ({exc.strerror or exc})"
+        else:
+            cause = str(exc).rstrip(".")
+        detail = (f"{cause}; nothing more was sent, and a call already sent stays counted at "
+                  "its reservation")
         unrecorded = None
         if self.pending is not None:
             unrecorded = json.dumps(self.journal.redactor.value(self.pending), ensure_ascii=True)

@@ -15,11 +15,8 @@ Before anything is written, secrets are redacted (`fragbench.redact`).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -29,6 +26,7 @@ from fragbench.errors import SeriesError
 from fragbench.redact import Redactor
 
 JOURNAL_FILE = "journal.jsonl"
+
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -60,6 +58,9 @@ class Journal:
 
     def append(self, record: dict[str, Any]) -> None:
         full = self.redactor.value({"at": now(), **record})
+        if full != {"at": full["at"], **record}:
+            # Say so: a redacted answer may no longer quote its evidence word for word.
+            full["redacted"] = True
         try:
             data = (json.dumps(full, ensure_ascii=False) + "\n").encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate in some text: keep it, escaped
@@ -71,16 +72,6 @@ class Journal:
         if written != len(data):  # a short write on a full disk: refuse to go on blind
             raise OSError(f"short write to {self.path}")
         os.fsync(self._fd)
-
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """An exclusive lock across processes: two runs drawing on one budget take turns
-        between the balance check and the reservation."""
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         os.close(self._fd)

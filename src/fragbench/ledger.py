@@ -52,9 +52,14 @@ class LedgerError(FragbenchError):
 def ledger_dir() -> Path:
     configured = os.environ.get(LEDGER_ENV, "").strip()
     if configured:
+        if not Path(configured).is_absolute():
+            # A relative folder would be another ledger from every working directory.
+            raise LedgerError(f"{LEDGER_ENV}={configured}: give an absolute path, so that "
+                              "every run drawing on a budget finds the same ledger.")
         return Path(configured)
     data = os.environ.get("XDG_DATA_HOME", "").strip()
-    return (Path(data) if data else Path.home() / ".local" / "share") / "fragbench" / "ledgers"
+    base = Path(data) if data and Path(data).is_absolute() else Path.home() / ".local" / "share"
+    return base / "fragbench" / "ledgers"
 
 
 def ledger_path(budget_id: str) -> Path:
@@ -63,6 +68,18 @@ def ledger_path(budget_id: str) -> Path:
 
 def _line_hash(line: bytes) -> str:
     return hashlib.sha256(line).hexdigest()
+
+
+def _parse(raw: bytes) -> Any:
+    """The record on a line, or None when the line is not JSON (torn by a crash)."""
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _is_repair(record: Any) -> bool:
+    return isinstance(record, dict) and record.get("type") == "repair"
 
 
 def _amount(value: Any) -> Decimal | None:
@@ -87,7 +104,9 @@ class Ledger:
         self._n = -1
         self._last = GENESIS
         self._line = 0
-        self._torn = False
+        """Lines read and accepted (what `_offset` covers)."""
+        self._needs_newline = False
+        self._needs_repair = False
         self._reserved: dict[tuple[str, str], Decimal] = {}
         self._counted: dict[tuple[str, str], Decimal] = {}
         self._total = Decimal(0)
@@ -115,46 +134,53 @@ class Ledger:
             self.refresh()
         return self
 
-    def refresh(self) -> None:
-        """Read what the file gained since last time; check each new record."""
+    def _read_new(self) -> bytes:
+        """What the file gained since last read: through the open descriptor when there is one
+        (the file this run writes and locks), by path otherwise."""
         try:
+            if self._fd is not None:
+                size = os.fstat(self._fd).st_size
+                return os.pread(self._fd, max(size - self._offset, 0), self._offset)
             with open(self.path, "rb") as fh:
                 fh.seek(self._offset)
-                data = fh.read()
+                return fh.read()
         except OSError as exc:
             raise self._fail(f"cannot be read ({exc.strerror})") from None
+
+    def refresh(self) -> None:
+        """Read what the file gained since last time; check each new record.
+
+        Only a crash can leave lines that are not records: a last line without its newline
+        (torn), later closed by the next writer's `repair` record. So a line that does not
+        parse, or that parses but is followed by a `repair`, is torn; torn lines are accepted
+        right before a `repair`, or at the very end, where they are left unread for the next
+        writer to close. Anything else unreadable is an alteration, and refused.
+        """
+        data = self._read_new()
         end = data.rfind(b"\n")
-        self._torn = end != len(data) - 1 and bool(data)
-        if end < 0:
-            return
-        lines = data[:end].split(b"\n")
-        pending_torn = False
-        for raw in lines:
-            self._line += 1
-            if pending_torn:
-                pending_torn = False
-                if not self._is_repair(raw):
-                    raise self._fail(f"line {self._line - 1} is not a ledger record")
-            try:
-                record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                pending_torn = True  # only a torn line followed by a repair may be unreadable
+        tail = data[end + 1:]
+        lines = data[:end].split(b"\n") if end >= 0 else []
+        parsed = [_parse(raw) for raw in lines]
+        consumed_bytes = consumed_lines = position = 0
+        torn_first: int | None = None
+        for i, (raw, record) in enumerate(zip(lines, parsed, strict=True)):
+            position += len(raw) + 1
+            number = self._line + i + 1
+            following = parsed[i + 1] if i + 1 < len(parsed) else None
+            if record is None or (_is_repair(following) and not _is_repair(record)):
+                torn_first = torn_first or number
                 continue
-            self._apply(record, raw)
-        if pending_torn:
-            raise self._fail(f"line {self._line} is not a ledger record")
-        self._offset += end + 1
+            if torn_first is not None and not _is_repair(record):
+                raise self._fail(f"line {torn_first} is not a ledger record")
+            self._apply(record, raw, number)
+            torn_first = None
+            consumed_bytes, consumed_lines = position, i + 1
+        self._offset += consumed_bytes
+        self._line += consumed_lines
+        self._needs_newline = bool(tail)
+        self._needs_repair = bool(tail) or torn_first is not None
 
-    @staticmethod
-    def _is_repair(raw: bytes) -> bool:
-        try:
-            record = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return False
-        return isinstance(record, dict) and record.get("type") == "repair"
-
-    def _apply(self, record: Any, raw: bytes) -> None:
-        line = self._line
+    def _apply(self, record: Any, raw: bytes, line: int) -> None:
         if not isinstance(record, dict):
             raise self._fail(f"line {line} is not a ledger record")
         if record.get("n") != self._n + 1 or record.get("prev") != self._last:
@@ -233,7 +259,7 @@ class Ledger:
                 made.mkdir()
                 fsync_dir(made.parent)
             created = not self.path.exists()
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             if created:
                 fsync_dir(self.path.parent)
         except OSError as exc:
@@ -254,6 +280,13 @@ class Ledger:
         assert self._fd is not None, "open the ledger first"
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
+            try:
+                same = os.path.samestat(os.fstat(self._fd), os.stat(self.path))
+            except OSError:
+                same = False
+            if not same:  # renamed over or deleted: our writes and lock would go unseen
+                raise self._fail("was replaced or removed while this run was using it; "
+                                 "every run drawing on a budget must write the same file")
             self.refresh()
             yield
         finally:
@@ -264,18 +297,20 @@ class Ledger:
         self._append(record)
 
     def _append(self, record: dict[str, Any]) -> None:
+        """One write: the newline that ends a torn line, the `repair` that says so, the
+        record. A crash can then tear only this write's last bytes, never leave a line
+        closed but unrepaired."""
         assert self._fd is not None
-        if self._torn:  # a crash tore the last line: end it, and say so
-            self._write(b"\n")
-            self._offset = self.path.stat().st_size
-            self._line += 1
-            self._torn = False
-            if record.get("type") != "repair":
-                self._append({"type": "repair", "note": "the line above was torn by a crash"})
-        full = self._redactor.value({"n": self._n + 1, "prev": self._last, "at": now(),
-                                     **record})
-        line = json.dumps(full, ensure_ascii=True).encode()
-        self._write(line + b"\n")
+        data = b"\n" if self._needs_newline else b""
+        n, prev = self._n + 1, self._last
+        if self._needs_repair:
+            repair = json.dumps({"n": n, "prev": prev, "at": now(), "type": "repair",
+                                 "note": "the line above was torn by a crash"}).encode()
+            data += repair + b"\n"
+            n, prev = n + 1, _line_hash(repair)
+        full = self._redactor.value({"n": n, "prev": prev, "at": now(), **record})
+        data += json.dumps(full, ensure_ascii=True).encode() + b"\n"
+        self._write(data)
         self.refresh()
 
     def _write(self, data: bytes) -> None:

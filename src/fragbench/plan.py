@@ -250,9 +250,10 @@ def differences(frozen: Any, now: dict[str, Any], base: Path | None = None) -> l
         elif old_files[path] != new_files[path]:
             found.append(f"{name} changed since the plan was frozen")
     old_packages = frozen.get("packages") if isinstance(frozen.get("packages"), dict) else {}
-    for name, version in now["packages"].items():
-        if old_packages.get(name) != version:
-            found.append(f"package {name} is {version}, the plan froze {old_packages.get(name)}")
+    for name in list(now["packages"]) + [n for n in old_packages if n not in now["packages"]]:
+        if old_packages.get(name) != now["packages"].get(name):
+            found.append(f"package {name} is {now['packages'].get(name, 'not recorded')}, the "
+                         f"plan froze {old_packages.get(name, 'nothing')}")
 
     def plugins(plan: dict[str, Any]) -> dict[str, str]:
         entries = plan.get("plugins") if isinstance(plan.get("plugins"), list) else []
@@ -260,9 +261,9 @@ def differences(frozen: Any, now: dict[str, Any], base: Path | None = None) -> l
                 for p in entries if isinstance(p, dict)}
 
     old_plugins, new_plugins = plugins(frozen), plugins(now)
-    for name, version in new_plugins.items():
-        if old_plugins.get(name) != version:
-            found.append(f"plugin {name} is {version}, the plan froze "
+    for name in list(new_plugins) + [n for n in old_plugins if n not in new_plugins]:
+        if old_plugins.get(name) != new_plugins.get(name):
+            found.append(f"plugin {name} is {new_plugins.get(name, 'not used')}, the plan froze "
                          f"{old_plugins.get(name, 'none')}")
     sections = [key for key in list(now) + [k for k in frozen if k not in now]
                 if key not in ("files", "packages", "plugins", "recorded")
@@ -273,6 +274,8 @@ def differences(frozen: Any, now: dict[str, Any], base: Path | None = None) -> l
         for key in sections:
             where = _first_difference(frozen.get(key), now.get(key), key + ".")
             found.append(f"{key} differs (at {where})")
+    if not found and frozen != now:  # e.g. a file entry whose role alone changed
+        found.append(f"the plan differs (at {_first_difference(frozen, now)})")
     return found
 
 
@@ -313,13 +316,13 @@ def review(experiment: Experiment, backend: str | None) -> tuple[dict[str, Any],
     reservations, the budget's balance from its ledger, and whether the frozen plan is
     current (naming what changed)."""
     from fragbench.budget import balance
-    from fragbench.errors import ConfigError
+    from fragbench.errors import UsageError
     from fragbench.ledger import Ledger, ledger_path
 
     name = backend or experiment.default_backend
     if name not in experiment.backends:
-        raise ConfigError(f"{experiment.config_path}: has no backend {name!r}; the backends "
-                          f"are {', '.join(experiment.backends)}.")
+        raise UsageError(f"--backend {name}: {experiment.config_path} has no such backend; "
+                         f"the backends are {', '.join(experiment.backends)}.")
     cfg = experiment.backends[name]
     calls = schedule(experiment, main_retrieval(experiment))
     doc = build_plan(experiment, calls)

@@ -39,8 +39,7 @@ ACCOUNT_PATTERN = (
     r"|\bproj_[A-Za-z0-9]{16,}"           # project IDs
     r"|\bBearer\s+[A-Za-z0-9._~+/=-]{16,}"
 )
-_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\([\"\\/bfnrt])")
-_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 
 
 def secrets_in_env(environ: dict[str, str] | None = None) -> list[str]:
@@ -50,12 +49,11 @@ def secrets_in_env(environ: dict[str, str] | None = None) -> list[str]:
     return [v for k, v in env.items() if SECRET_ENV.search(k) and len(v.strip()) >= MIN_SECRET]
 
 
-def _unescape(text: str) -> str:
-    """JSON string escapes decoded, leniently (for text that is not a whole JSON document)."""
+def _unescape_safe(text: str) -> str:
+    """`\\uXXXX` escapes decoded, but for quotes, backslashes and control characters."""
     def one(m: re.Match[str]) -> str:
-        if m.group(1):
-            return chr(int(m.group(1), 16))
-        return _SIMPLE.get(m.group(2), m.group(2))
+        char = chr(int(m.group(1), 16))
+        return m.group(0) if char in '"\\' or ord(char) < 0x20 else char
 
     return _ESCAPE.sub(one, text)
 
@@ -82,13 +80,19 @@ class Redactor:
             except ValueError:
                 pass
             else:
-                # A secret can only hide in the strings of a JSON document: if none of its
-                # decoded strings holds one, the text as received holds none either.
                 redacted, changed = self._document(doc)
-                return json.dumps(redacted, ensure_ascii=False) if changed else text
+                if changed:
+                    return json.dumps(redacted, ensure_ascii=False)
+                # What parsing hides (a key repeated, whose first value is dropped; a number)
+                # is still in the text: the plain search below finds it.
+        return self._plain(text)
+
+    def _plain(self, text: str) -> str:
+        """Search the text as it is and with its \\u escapes decoded. Quotes, backslashes and
+        control characters stay escaped, so that JSON text stays JSON."""
         text = self._pattern.sub(MARK, text)
-        if "\\" in text:
-            decoded = _unescape(text)
+        if "\\u" in text:
+            decoded = _unescape_safe(text)
             if self.found(decoded):
                 return self._pattern.sub(MARK, decoded)
         return text
@@ -102,12 +106,15 @@ class Redactor:
         keys_hit = any(self.found(k) for k in _keys(doc))
         if not spans and not keys_hit:
             return doc, False
-        # Mark every leaf that overlaps a match of the joined text (a key split across fields).
+        # Mark every leaf that overlaps a match of the joined text (a key split across fields):
+        # one sweep over leaves and matches, both in order.
         hit: set[int] = set()
-        start = 0
+        start, j = 0, 0
         for index, leaf in enumerate(leaves):
             end = start + len(leaf)
-            if any(s < end and e > start for s, e in spans):
+            while j < len(spans) and spans[j][1] <= start:
+                j += 1
+            if j < len(spans) and spans[j][0] < end:
                 hit.add(index)
             start = end
         counter = iter(range(len(leaves)))

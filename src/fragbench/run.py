@@ -37,7 +37,7 @@ from fragbench.budget import balance, usd
 from fragbench.collect import BudgetBook, Progress, Stop, collect
 from fragbench.config import Experiment, load_experiment
 from fragbench.corpus import facts_frame
-from fragbench.errors import BudgetError, ConfigError, SeriesError, UsageError
+from fragbench.errors import BudgetError, SeriesError, UsageError
 from fragbench.interfaces import Backend, Session
 from fragbench.journal import JOURNAL_FILE, Journal, fsync_dir, now, read_journal, spent
 from fragbench.ledger import Ledger, ledger_path
@@ -81,8 +81,8 @@ def choose_backend(experiment: Experiment, series: str | None, backend: str | No
                 f"({', '.join(experiment.backends)}); add --backend NAME: the default backend "
                 "applies only when neither --series nor --backend is given.")
     if backend not in experiment.backends:
-        raise ConfigError(f"{experiment.config_path}: has no backend {backend!r}; the backends "
-                          f"are {', '.join(experiment.backends)}.")
+        raise UsageError(f"--backend {backend}: {experiment.config_path} has no such backend; "
+                         f"the backends are {', '.join(experiment.backends)}.")
     return backend
 
 
@@ -128,6 +128,7 @@ def _sent_nothing(series_dir: Path, ledger: Ledger | None) -> bool:
     if journal.exists() and any(r.get("type") == "reserve" for r in read_journal(journal)):
         return False
     if ledger is not None and (series_dir / "series.json").exists():
+        ledger.refresh()  # what the series' last owner appended before it died
         try:
             uid = json.loads((series_dir / "series.json").read_text(encoding="utf-8")).get(
                 "series_uid")
@@ -150,6 +151,15 @@ def _dir_lock(path: Path, blocking: bool) -> Iterator[int]:
 def claim_series_dir(series_dir: Path, name: str, out: Path, ledger: Ledger | None) -> int:
     """Create the series folder and return a descriptor holding its lock (keep it open for
     the whole run)."""
+    try:
+        return _claim(series_dir, name, ledger)
+    except OSError as exc:
+        raise SeriesError(f"{exc.filename or series_dir}: {exc.strerror or exc}; choose a "
+                          "--out you can write, or fix its permissions (nothing was sent)."
+                          ) from None
+
+
+def _claim(series_dir: Path, name: str, ledger: Ledger | None) -> int:
     _make_dirs(series_dir.parent, "--out")
     with _dir_lock(series_dir.parent, blocking=True):
         if series_dir.is_symlink():

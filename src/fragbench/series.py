@@ -105,6 +105,9 @@ CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
     "incomplete_reason": (pl.String, "incomplete_details.reason"),
     "text": (pl.String, "the raw answer text"),
     "raw_response": (pl.String, "the raw response body (JSON), never a header"),
+    "redacted": (pl.Boolean, "a secret was redacted from this call's recorded outcome: its "
+                             "text may differ from what came back (a citation may no longer "
+                             "hold word for word); null when not sent"),
 }
 
 
@@ -193,6 +196,7 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
             "citations": parsed.citations if parsed else None,
             "refusal": out.get("refusal"), "incomplete_reason": out.get("incomplete_reason"),
             "text": out.get("text"), "raw_response": out.get("raw"),
+            "redacted": bool(out.get("redacted")) if out else None,
         })
     return pl.DataFrame(rows, schema={k: dtype for k, (dtype, _) in CALLS_SCHEMA.items()})
 

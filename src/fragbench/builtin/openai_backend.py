@@ -120,7 +120,14 @@ def _http_client(timeout: float) -> Any:
 def _public_url(url: str) -> str:
     parts = urlsplit(url)
     host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
+    try:
+        port = parts.port
+    except ValueError:
+        raise FragbenchError(f"the endpoint {urlunsplit((parts.scheme, host, parts.path, '', ''))}"
+                             " has an invalid port; check OPENAI_BASE_URL (nothing was sent)."
+                             ) from None
+    netloc = f"{host}:{port}" if port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
