@@ -93,25 +93,49 @@ app = typer.Typer(
 
 @app.command()
 def retrieve(
-    corpus: Annotated[list[Path], typer.Argument(help="Case files or folders of them.")],
     out: Annotated[Path, typer.Option(help="Output file: .parquet, .csv or .jsonl.")],
+    corpus: Annotated[list[Path] | None, typer.Argument(
+        help="Case files or folders of them (per-passage mode).")] = None,
     chunk_size: Annotated[int, typer.Option(min=1, max=INT32_MAX, help="Sentences per chunk.")]
     = 3,
-    top_k: Annotated[int, typer.Option(min=1, max=INT32_MAX, help="Chunks kept per passage.")]
-    = 1,
-    chunker: Annotated[str, typer.Option(help="Chunker plugin.")] = "sentence-groups",
+    top_k: Annotated[int, typer.Option(min=1, max=INT32_MAX,
+                                       help="Chunks kept per passage (per query with "
+                                            "--collection).")] = 1,
+    chunker: Annotated[str, typer.Option(help="Chunker plugin (per-passage mode).")]
+    = "sentence-groups",
     scorer: Annotated[str, typer.Option(help="Scorer plugin.")] = "sqrt-lexical",
+    collection: Annotated[Path | None, typer.Option(
+        help="Collection mode: sentences (.parquet or .jsonl: passage, position, lang, text); "
+             "every query meets every chunk.")] = None,
+    queries: Annotated[Path | None, typer.Option(
+        help="With --collection: queries (.parquet or .jsonl: query, lang, text).")] = None,
 ) -> None:
-    """Chunk, score and select: one row per chunk of every case x language x variant."""
-    from fragbench.corpus import load_corpus
+    """Chunk, score and select. Per passage: one row per chunk of every case x language x
+    variant. With --collection: one row per query and rank over the whole collection."""
+    from fragbench.errors import UsageError
     from fragbench.plugins import registry
-    from fragbench.retrieval import retrieve as do_retrieve
     from fragbench.tables import check_output, write_table
 
     check_output(out, OUTPUT_FORMATS)
     reg = registry()
-    chunker_obj = reg.get("chunker", chunker, where="--chunker")
     scorer_obj = reg.get("scorer", scorer, where="--scorer")
+    if collection is not None or queries is not None:
+        if collection is None or queries is None or corpus:
+            raise UsageError("collection mode takes --collection SENTENCES and --queries "
+                             "QUERIES, and no case files.")
+        from fragbench.collection import retrieve_collection
+
+        results = retrieve_collection(collection, queries, chunk_size, top_k, scorer_obj)
+        write_table(results, out)
+        say(f"{results.height} results for {results['query'].n_unique()} queries, written to "
+            f"{out}")
+        return
+    if not corpus:
+        raise UsageError("give case files or folders, or --collection and --queries.")
+    from fragbench.corpus import load_corpus
+    from fragbench.retrieval import retrieve as do_retrieve
+
+    chunker_obj = reg.get("chunker", chunker, where="--chunker")
     cases = load_corpus(corpus)
     table = do_retrieve(cases, chunker_obj, scorer_obj, [(chunk_size, top_k)])
     write_table(table, out)
