@@ -10,8 +10,10 @@ from __future__ import annotations
 import polars as pl
 from test_citations import call
 
+from fragbench.builtin.availability import Availability
 from fragbench.builtin.citations import Citations
 from fragbench.interfaces import MeasureInput
+from fragbench.plugins import registry
 from fragbench.series import CALLS_SCHEMA
 
 FACTS = [
@@ -91,3 +93,10 @@ def test_a_call_never_answered_is_not_measured() -> None:
     assert [y[c] for c in ("n_citations", "n_valid", "n_invalid", "n_valid_folded", "valid_ids",
                            "conditions_cited_validly", "supplied_conditions_not_cited",
                            "supplied_conditions_not_cited_validly")] == [None] * 8
+
+
+def test_the_measures_tested_here_are_the_registered_ones() -> None:
+    # The plan names measures; a series computes what the registry returns for those names.
+    plugins = registry()
+    assert isinstance(plugins.get("measure", "citations"), Citations)
+    assert isinstance(plugins.get("measure", "availability"), Availability)

@@ -138,3 +138,20 @@ def test_bad_series_name_writes_nothing(experiment: Path, workspace: Path) -> No
                      "--out", str(workspace / "outputs"))
     assert result.returncode == 2 and "not usable as a folder name" in result.stderr
     assert not (workspace / "outputs").exists()
+
+
+@pytest.mark.parametrize(("old", "new", "words"), [
+    ('id = "protocol-1.0-openai"', 'id = "../escape"', "budget.id must be"),
+    ("per_tokens = 1000000", "per_tokens = 3", "not exact in 18 decimals"),
+])
+def test_freeze_refuses_a_config_that_could_not_be_kept_exactly(workspace: Path, old: str,
+                                                               new: str, words: str) -> None:
+    """Caught before a plan is frozen, let alone run: a budget id that would name a file
+    outside the ledger store, prices whose per-token amounts no exact table can hold."""
+    frozen = (workspace / "experiments/protocol-1.0/experiment.json").read_bytes()
+    edit(config(workspace), old, new)
+    result = run_cli("freeze", str(workspace / "experiments/protocol-1.0"))
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "config.toml" in line and words in line
+    assert (workspace / "experiments/protocol-1.0/experiment.json").read_bytes() == frozen

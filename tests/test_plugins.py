@@ -96,3 +96,22 @@ def test_a_third_party_measure_is_found_by_name(tmp_path: Path) -> None:
     result = run_process("plugins", env=with_path(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "measure  chunk-count        fragbench-count 0.3 (plugin)" in result.stdout
+
+
+def test_help_and_plugins_import_no_heavy_library() -> None:
+    """Start-up stays light: listing the plugins loads every plugin module, built-in and
+    installed, and none may pull in Polars, an SDK or matplotlib until a command needs it."""
+    code = ("import sys\n"
+            "from typer.testing import CliRunner\n"
+            "from fragbench.cli import app\n"
+            "for args in (['--help'], ['plugins']):\n"
+            "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
+            "heavy = ('polars', 'numpy', 'scipy', 'openai', 'matplotlib')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n")
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout

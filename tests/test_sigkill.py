@@ -80,7 +80,8 @@ def test_sigkill_at_random_points(experiment: Path, server: Server) -> None:
 
         with server.lock:
             server.requests.clear()
-        nxt = run_cli("run", str(experiment), "--series", "after-kill", "--out", str(out),
+        nxt = run_cli("run", str(experiment), "--series", "after-kill", "--backend", "openai",
+                      "--out", str(out),
                       env={"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
         if reserves:
             assert nxt.returncode != 0 and "nothing was sent" in nxt.stderr, nxt.stderr

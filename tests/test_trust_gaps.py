@@ -79,15 +79,16 @@ def balance_line(stdout: str) -> str:
 def test_a_copied_experiment_draws_on_the_same_ledger(experiment: Path, workspace: Path,
                                                       server: Server, tmp_path: Path) -> None:
     refreeze(experiment, 'ceiling_usd = "10"', 'ceiling_usd = "7.5"')
-    first, _ = collect(experiment, server)
-    assert first.returncode == 0, first.stderr
+    # Copied before anything was spent: the copy holds no record of what the original spends.
     copy = tmp_path / "elsewhere" / "experiments" / "protocol-1.0-copy"
     shutil.copytree(experiment, copy)
     shutil.copytree(workspace / "corpus", tmp_path / "elsewhere" / "corpus")
+    first, _ = collect(experiment, server)
+    assert first.returncode == 0, first.stderr
     original, copied = run_cli("plan", str(experiment)), run_cli("plan", str(copy))
     assert original.returncode == copied.returncode == 0
     assert balance_line(original.stdout) == balance_line(copied.stdout)
-    assert "DOES NOT FIT" in balance_line(copied.stdout)
+    assert "DOES NOT FIT" in copied.stdout
     again = run_cli("run", str(copy), "--series", "openai-copy", "--backend", "openai",
                     "--out", str(tmp_path / "out"), env=env_for(server))
     assert again.returncode == 4 and "nothing was sent" in again.stderr
@@ -285,6 +286,23 @@ def decoded_texts(value: Any) -> Iterator[str]:
             yield from decoded_texts(v)
 
 
+def decoded_values(value: Any) -> Iterator[str]:
+    """The string values alone (no keys), in order, JSON held in strings decoded."""
+    if isinstance(value, str):
+        try:
+            inner = json.loads(value)
+        except ValueError:
+            yield value
+            return
+        yield from decoded_values(inner) if not isinstance(inner, str) else [value]
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from decoded_values(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from decoded_values(v)
+
+
 def file_texts(path: Path) -> Iterator[str]:
     data = path.read_bytes()
     yield data.decode("utf-8", "replace")
@@ -302,7 +320,8 @@ def file_texts(path: Path) -> Iterator[str]:
                 continue
             texts = list(decoded_texts(doc))
             yield from texts
-            yield "".join(texts)  # a key split across two fields
+            yield "".join(texts)
+            yield "".join(decoded_values(doc))  # a key split across two fields
 
 
 def assert_no_key_anywhere(result: Any, roots: list[Path]) -> None:
@@ -329,9 +348,12 @@ def test_a_key_echoed_back_is_never_written_or_printed(experiment: Path, server:
     assert_no_key_anywhere(result, [experiment.parent.parent, ledger_store])
 
 
-def test_the_secret_checker_finds_an_escaped_key(tmp_path: Path) -> None:
-    """The check above would see the leak it guards against."""
-    (tmp_path / "x.jsonl").write_text(json.dumps({"raw": json.dumps({"t": CANARY_KEY})}) + "\n")
+@pytest.mark.parametrize("leak", ["escaped", "split"])
+def test_the_secret_checker_finds_the_leaks_it_guards_against(tmp_path: Path,
+                                                              leak: str) -> None:
+    body = ({"t": CANARY_KEY} if leak == "escaped"
+            else {"output": [{"text": CANARY_KEY[:10]}, {"text": CANARY_KEY[10:]}]})
+    (tmp_path / "x.jsonl").write_text(json.dumps({"raw": json.dumps(body)}) + "\n")
     with pytest.raises(AssertionError):
         assert_no_key_anywhere(type("R", (), {"stdout": "", "stderr": ""})(), [tmp_path])
 
@@ -400,8 +422,8 @@ def test_run_writes_nothing_into_the_experiment_folder(experiment: Path, workspa
 @pytest.mark.parametrize("option", ["--chunk-size", "--top-k"])
 def test_retrieve_numbers_too_large(workspace: Path, option: str) -> None:
     out = workspace / "r.parquet"
-    result = run_cli("retrieve", str(workspace / "corpus"), option, str(2**31), "--out",
-                     str(out))
+    result = run_cli("retrieve", str(workspace / "corpus" / "0.2"), option, str(2**31),
+                     "--out", str(out))
     assert_refused(result, 2, option, "2147483647")
     assert not out.exists()
 
@@ -409,7 +431,7 @@ def test_retrieve_numbers_too_large(workspace: Path, option: str) -> None:
 def test_retrieve_out_that_is_a_folder(workspace: Path) -> None:
     out = workspace / "results.parquet"
     out.mkdir()
-    result = run_cli("retrieve", str(workspace / "corpus"), "--out", str(out))
+    result = run_cli("retrieve", str(workspace / "corpus" / "0.2"), "--out", str(out))
     assert_refused(result, 2, str(out), "is a folder")
     assert list(workspace.glob("*.tmp")) == [] and list(out.iterdir()) == []
 

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+MONEY_DECIMALS = 18
+"""The scale of every money column: the config refuses prices whose per-token amount is not
+exact at it, so that every cost is."""
+MONEY_PRECISION = 38
+"""The most a Parquet 128-bit decimal holds: 20 integer digits beside the scale."""
+MONEY_SCALE = MONEY_DECIMALS  # the config refuses prices that are not exact at this scale
+MONEY_TYPE = f"Decimal({MONEY_PRECISION}, {MONEY_SCALE}), exact"
+
 PASSAGE_COLUMNS = {
     "case": "case ID",
     "lang": "language code",

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from fragbench.columns import MONEY_DECIMALS
 from fragbench.corpus import Case, load_corpus
 from fragbench.errors import ConfigError, FragbenchError
 
@@ -203,10 +204,6 @@ def _load_prompt(path: Path, lang: str) -> Prompt:
                 "input/sentence", f"has an unknown or malformed placeholder ({exc})"
             ) from None
     return prompt
-
-
-MONEY_DECIMALS = 18
-"""The scale of the money columns (`series.MONEY`): every cost must be exact at it."""
 
 
 def _exact_per_token(reader: _Reader, pricing: Pricing) -> None:

@@ -6,10 +6,14 @@ once): one Python call per chunk would not survive a corpus of millions of sente
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
-import polars as pl
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    from fragbench.lazy import polars as pl
 
 CHUNK_COLUMNS: dict[str, tuple[str, ...]] = {
     "case": ("String",),

@@ -4,7 +4,7 @@ One code path for every setting: the main setting is a row of the sensitivity ma
 separate computation. Selection belongs to the core, not the scorer: rank by score (highest
 first), ties to the chunk that comes first in the passage. Scores are compared after rounding to
 12 decimals, so that two ratios equal on paper but a last bit apart in floating point (1/sqrt(2)
-and 2/sqrt(8)) count as tied.
+and 3/sqrt(18)) count as tied.
 """
 
 from __future__ import annotations

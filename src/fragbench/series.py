@@ -19,7 +19,7 @@ import polars as pl
 
 from fragbench.answers import parse_answer
 from fragbench.budget import usd
-from fragbench.config import MONEY_DECIMALS
+from fragbench.columns import MONEY_PRECISION, MONEY_SCALE, MONEY_TYPE
 from fragbench.errors import SeriesError
 from fragbench.interfaces import MeasureInput
 from fragbench.journal import JOURNAL_FILE, read_journal, spent
@@ -28,10 +28,7 @@ from fragbench.journal import JOURNAL_FILE, read_journal, spent
 # for 0.003024) where the journal and status.json are exact. Scale 18 holds every amount the
 # frozen prices can give (a rate with a few decimals per 10^6 tokens needs about 8) with room
 # to spare; precision 38 (the most Parquet's 128-bit decimals hold) leaves 20 integer digits.
-MONEY_PRECISION = 38
-MONEY_SCALE = MONEY_DECIMALS  # the config refuses prices not exact at this scale
 MONEY = pl.Decimal(MONEY_PRECISION, MONEY_SCALE)
-MONEY_TYPE = f"Decimal({MONEY_PRECISION}, {MONEY_SCALE}), exact"
 _MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_SCALE)
 _MONEY_CONTEXT = Context(prec=MONEY_PRECISION, traps=[InvalidOperation])
 

@@ -22,7 +22,13 @@ out even when their function-word sense is the frequent one: English `can`, `wil
 
 from __future__ import annotations
 
-import polars as pl
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    from fragbench.lazy import polars as pl
+
 
 TOKEN_PATTERN = r"[\p{L}\p{N}]+"
 MARK_PATTERN = r"\p{M}"

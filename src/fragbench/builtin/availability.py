@@ -6,16 +6,22 @@ sensitivity matrix (and the full passage), and for every planned call.
 
 from __future__ import annotations
 
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from fragbench.columns import CALL_COLUMNS, PASSAGE_COLUMNS
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
 
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    from fragbench.lazy import polars as pl
+
 PASSAGE = ["case", "lang", "variant"]
-EMPTY = pl.lit([], dtype=pl.List(pl.String))
+
+
+def _empty() -> pl.Expr:
+    return pl.lit([], dtype=pl.List(pl.String))
 
 SPLIT_SCHEMA = {
     "supplied_ids": "fact IDs given (or that would be given) to the model, in order",
@@ -52,7 +58,7 @@ def split_supplied(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
     )
     base = (
         frame.join(conditions, on=["case", "lang"], how="left")
-        .with_columns(pl.col("conditions").fill_null(EMPTY))
+        .with_columns(pl.col("conditions").fill_null(_empty()))
         .with_row_index("_row")
     )
     supplied = (
@@ -80,7 +86,8 @@ def split_supplied(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         base.join(split, on="_row", how="left")
         .join(missing, on="_row", how="left")
         .with_columns(
-            pl.col("conditions_supplied", "others_supplied", "conditions_missing").fill_null(EMPTY)
+            pl.col("conditions_supplied", "others_supplied", "conditions_missing")
+            .fill_null(_empty())
         )
         .with_columns(
             pl.col("conditions_supplied").list.len().cast(pl.Int32).alias("n_conditions_supplied"),

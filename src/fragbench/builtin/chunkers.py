@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from fragbench.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    from fragbench.lazy import polars as pl
 
 PASSAGE = ["case", "lang", "variant"]
 

@@ -18,13 +18,16 @@ the words are in the supplied evidence, not that they support the whole answer.
 
 from __future__ import annotations
 
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from fragbench.columns import CALL_COLUMNS
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    from fragbench.lazy import polars as pl
 
 REASONS = ("unknown_id", "not_supplied", "empty_extract", "valid", "misattributed",
            "not_verbatim")

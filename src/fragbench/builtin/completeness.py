@@ -4,14 +4,16 @@ cell stay three rows."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
-from fragbench.columns import CALL_COLUMNS, PASSAGE_COLUMNS
+from fragbench.columns import CALL_COLUMNS, MONEY_TYPE, PASSAGE_COLUMNS
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
-from fragbench.series import MONEY, MONEY_TYPE
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    from fragbench.lazy import polars as pl
 
 CELL = ["case", "lang", "variant", "mode"]
 
@@ -71,6 +73,8 @@ class UsageMeasure:
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:
             return {}
+        from fragbench.series import MONEY as money
+
         sent = pl.col("status") != "not_sent"
         tokens = ["input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
                   "reasoning_tokens"]
@@ -83,7 +87,7 @@ class UsageMeasure:
                 *[_known_sum(t) for t in tokens],
                 # Summed as exact decimals (same scale, no rounding); the cast pins the
                 # documented type whatever precision a Polars version gives a sum.
-                *[_known_sum(m).cast(MONEY) for m in ("cost_usd", "counted_usd")],
+                *[_known_sum(m).cast(money) for m in ("cost_usd", "counted_usd")],
                 (sent & pl.col("cost_usd").is_null()).sum().cast(pl.Int32)
                 .alias("calls_cost_unknown"),
             )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from fragbench.hookspecs import hookimpl
 from fragbench.text import TOKEN_PATTERN, all_terms, explode_terms, stopword_frame
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    from fragbench.lazy import polars as pl
 
 QUERY = ["case", "lang"]
 

@@ -5,11 +5,14 @@ A passage shorter than `size` gives one chunk with all its sentences.
 
 from __future__ import annotations
 
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from fragbench.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    import polars as pl
+else:  # imported on first use: `fragbench --help` and `fragbench plugins` never pay for it
+    from fragbench.lazy import polars as pl
 
 PASSAGE = ["case", "lang", "variant"]
 

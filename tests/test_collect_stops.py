@@ -1,0 +1,175 @@
+"""The collector's stop rules, in process, on scripted replies.
+
+Protocol 1.0: stop at the first technical failure, changed model or unknown cost; an incomplete
+answer is kept and collection goes on; a stop is recorded after the answer that caused it. The
+loopback tests (test_collect_openai.py) show the same through the real SDK, but at 10-20 s each
+they cannot run once per mutant; these run in milliseconds, so mutation testing of collect.py
+can hold the rules to account. Expected outcomes are the protocol's, worked out by hand.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from test_budget_properties import PRICING, planned
+
+from fragbench.budget import UnknownCost, cost
+from fragbench.collect import collect
+from fragbench.config import BackendConfig
+from fragbench.interfaces import BackendFailure, Reply, Request, Usage
+from fragbench.journal import Journal, read_journal
+
+USAGE = Usage(input_tokens=1000, cached_tokens=0, cache_write_tokens=0, output_tokens=100,
+              reasoning_tokens=0)
+# (1000 x 10 + 100 x 50) USD per million tokens, by hand.
+COST = Decimal("0.015")
+
+
+class Replies:
+    """Answers each request with the next reply of a script: (status, model, tier)."""
+
+    endpoint = "scripted"
+
+    def __init__(self, script: list[tuple[str, str, str | None]]) -> None:
+        self.script, self.sent = script, 0
+
+    def send(self, request: Request) -> Reply:
+        status, model, tier = self.script[self.sent]
+        self.sent += 1
+        return Reply(status=status, model=model, service_tier=tier, request_id=None,
+                     usage=USAGE, text='{"answer": "", "citations": []}',
+                     error="scripted error" if status == "failed" else None)
+
+    def close(self) -> None:
+        return None
+
+
+class Raises:
+    """Fails on the first request with the given exception."""
+
+    endpoint = "scripted"
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc, self.sent = exc, 0
+
+    def send(self, request: Request) -> Reply:
+        self.sent += 1
+        raise self.exc
+
+    def close(self) -> None:
+        return None
+
+
+def run(tmp_path: Path, script: list[tuple[str, str, str | None]] | Raises,
+        tier: str | None = None, reserved: Decimal = Decimal(1),
+        input_bound: int | None = None) -> tuple[object, int, list[dict]]:
+    params = {"model": "m"} if tier is None else {"model": "m", "service_tier": tier}
+    backend = BackendConfig(name="m", plugin="scripted", params=params, pricing=PRICING)
+    calls = [planned(i) for i in range(3)]
+    tmp_path.mkdir(exist_ok=True)
+    journal = Journal(tmp_path / "journal.jsonl")
+    session = script if isinstance(script, Raises) else Replies(script)
+    bounds = None if input_bound is None else {c.seq: input_bound for c in calls}
+    stop = collect(calls, {c.seq: reserved for c in calls}, session, backend, journal, None,
+                   input_bounds=bounds)
+    journal.close()
+    return stop, session.sent, read_journal(tmp_path / "journal.jsonl")
+
+
+def test_a_clean_series_goes_to_the_end_and_prices_each_answer(tmp_path: Path) -> None:
+    stop, sent, records = run(tmp_path, [("completed", "m", None)] * 3)
+    assert stop is None and sent == 3
+    outcomes = [r for r in records if r["type"] == "outcome"]
+    assert [r["status"] for r in outcomes] == ["completed"] * 3
+    assert [Decimal(r["cost_usd"]) for r in outcomes] == [COST] * 3
+    assert all(r["cost_unknown"] is None for r in outcomes)
+    assert outcomes[0]["usage"] == {"input_tokens": 1000, "cached_tokens": 0,
+                                    "cache_write_tokens": 0, "output_tokens": 100,
+                                    "reasoning_tokens": 0}
+
+
+def test_an_incomplete_answer_is_kept_and_collection_goes_on(tmp_path: Path) -> None:
+    stop, sent, records = run(tmp_path, [("completed", "m", None), ("incomplete", "m", None),
+                                         ("completed", "m", None)])
+    assert stop is None and sent == 3
+    assert [r["status"] for r in records if r["type"] == "outcome"] == [
+        "completed", "incomplete", "completed"]
+
+
+# (script, asked tier, stop reason, seq of the stop). Model names sort both before and after
+# the first one, so that "differs" cannot pass as "sorts after" (or before).
+STOPS = {
+    "failed status": ([("completed", "m", None), ("failed", "m", None)], None,
+                      "technical_failure", 2),
+    "first model not the one asked": ([("completed", "other", None)], None, "changed_model", 1),
+    "later model sorting after": ([("completed", "m", None), ("completed", "m-2026-09-30", None)],
+                                  None, "changed_model", 2),
+    "later model sorting before": ([("completed", "m-2026-09-30", None), ("completed", "m", None)],
+                                   None, "changed_model", 2),
+    "tier sorting after": ([("completed", "m", "priority")], "default", "unknown_cost", 1),
+    "tier sorting before": ([("completed", "m", "auto")], "default", "unknown_cost", 1),
+}
+
+
+@pytest.mark.parametrize("name", list(STOPS))
+def test_the_first_stop_condition_ends_the_series_after_recording(tmp_path: Path,
+                                                                   name: str) -> None:
+    script, tier, reason, seq = STOPS[name]
+    stop, sent, records = run(tmp_path, script, tier)
+    assert stop is not None and (stop.reason, stop.seq) == (reason, seq)
+    assert sent == seq  # nothing after the stop, no retry
+    # The answer that caused the stop was recorded before the stop itself.
+    kinds = [(r["type"], r.get("seq")) for r in records if r["type"] in ("outcome", "stop")]
+    assert kinds[-2:] == [("outcome", seq), ("stop", seq)]
+
+
+def test_an_input_above_the_short_context_limit_is_an_unknown_cost() -> None:
+    # The frozen pricing holds up to max_input_tokens (272K) inclusive; one token more is
+    # another price list, so the cost is unknown and the series stops.
+    limit = PRICING.max_input_tokens
+    at_limit = Usage(limit, 0, 0, 0, 0)
+    assert cost(at_limit, PRICING) == Decimal(limit * 10) / 1_000_000
+    with pytest.raises(UnknownCost, match="exceed"):
+        cost(Usage(limit + 1, 0, 0, 0, 0), PRICING)
+    assert cost(Usage(limit + 1, 0, 0, 0, 0), PRICING, check_context=False) == \
+        Decimal((limit + 1) * 10) / 1_000_000
+
+
+def test_a_cost_at_its_reservation_is_known_and_above_it_stops(tmp_path: Path) -> None:
+    # The reservation bounds what a call can cost; exactly at the bound is still within it.
+    stop, sent, _ = run(tmp_path / "at", [("completed", "m", None)] * 3, reserved=COST)
+    assert stop is None and sent == 3
+    stop, sent, records = run(tmp_path / "above", [("completed", "m", None)] * 3,
+                              reserved=COST - Decimal("0.000001"))
+    assert stop is not None and (stop.reason, stop.seq, sent) == ("unknown_cost", 1, 1)
+    (outcome,) = [r for r in records if r["type"] == "outcome"]
+    assert Decimal(outcome["counted_usd"]) == COST  # the evidence, above the reservation
+
+
+def test_a_usage_above_the_request_bound_is_impossible(tmp_path: Path) -> None:
+    # 1000 input tokens reported for a request bounded at 999: evidence of nothing, counted at
+    # the reservation, and the cost is unknown.
+    stop, sent, records = run(tmp_path / "over", [("completed", "m", None)] * 3,
+                              input_bound=999)
+    assert stop is not None and (stop.reason, stop.seq, sent) == ("unknown_cost", 1, 1)
+    (outcome,) = [r for r in records if r["type"] == "outcome"]
+    assert outcome["cost_unknown"].startswith("impossible usage")
+    assert Decimal(outcome["counted_usd"]) == Decimal(1)
+    stop, _, _ = run(tmp_path / "at", [("completed", "m", None)] * 3, input_bound=1000)
+    assert stop is None
+
+
+@pytest.mark.parametrize(("exc", "counted"), [
+    (RuntimeError("a bug in a backend"), Decimal(1)),   # any exception is a technical failure
+    (BackendFailure("timeout", "timed out"), Decimal(1)),  # it may have been billed
+    (BackendFailure("connection", "refused", never_sent=True), Decimal(0)),  # provably not
+])
+def test_a_failure_to_get_an_answer_stops_and_counts_what_it_may_have_cost(
+        tmp_path: Path, exc: Exception, counted: Decimal) -> None:
+    stop, sent, records = run(tmp_path, Raises(exc))
+    assert stop is not None and (stop.reason, stop.seq, sent) == ("technical_failure", 1, 1)
+    (outcome,) = [r for r in records if r["type"] == "outcome"]
+    assert outcome["status"] == "failed"
+    assert Decimal(outcome["counted_usd"]) == counted
