@@ -42,15 +42,27 @@ def experiment(workspace: Path) -> Path:
     return workspace / "experiments" / "protocol-1.0"
 
 
-@pytest.fixture
-def extractive(experiment: Path, workspace: Path) -> Path:
-    """The offline series, run exactly as `make demo` runs it, in the workspace copy."""
-    result = run_cli("run", str(experiment), "--series", "extractive",
-                     "--out", str(workspace / "outputs"))
+@pytest.fixture(scope="session")
+def extractive_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The offline series, run once per test process exactly as `make demo` runs it."""
+    root = tmp_path_factory.mktemp("extractive-once")
+    name = Path("experiments") / "protocol-1.0"
+    shutil.copytree(ROOT / name, root / name)
+    shutil.copytree(ROOT / "corpus", root / "corpus")
+    result = run_cli("run", str(root / name), "--series", "extractive",
+                     "--out", str(root / "outputs"))
     assert result.returncode == 0, result.stderr
     assert "non-model baseline" in result.stdout and "report.md" in result.stdout
     assert "72 of 72 calls sent; spent 0 USD" in result.stdout
-    return workspace / "outputs" / "protocol-1.0" / "extractive"
+    return root / "outputs" / "protocol-1.0" / "extractive"
+
+
+@pytest.fixture
+def extractive(extractive_once: Path, workspace: Path) -> Path:
+    """A copy of that series in this test's workspace: a test may change it freely."""
+    series_dir = workspace / "outputs" / "protocol-1.0" / "extractive"
+    shutil.copytree(extractive_once, series_dir)
+    return series_dir
 
 
 @attrs.frozen
