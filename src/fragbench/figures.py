@@ -1,15 +1,27 @@
 """The report's figures, as PNG and SVG, drawn by matplotlib without a browser or a screen.
 
-Both formats are written with fixed metadata, so that the same tables give the same files.
+Every image names its series, and a non-model baseline says so in the image itself (and in the
+files' metadata), so that a copied PNG keeps the caveat. Both formats are written with fixed
+metadata, so that the same tables give the same files byte for byte.
+
+Speed (`fragbench report` must stay well under a second, and matplotlib's import alone is
+about 0.3 s): each figure is drawn once per format on a bare Figure and the Agg canvas (no
+pyplot); the layout is set in inches, with no layout engine and no `bbox_inches="tight"` (each
+costs one more full draw); labels are plain texts, not axis ticks (about five times cheaper
+each); glyphs are rendered unhinted; and SVG text is written as text (`svg.fonttype = none`):
+searchable, and no glyph outlines to build.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+# Exact-level citation reasons, bottom to top of a stack; only those that occur are drawn.
 REASON_COLORS = {
     "valid": "#1b7837",
     "misattributed": "#f1a340",
@@ -18,84 +30,257 @@ REASON_COLORS = {
     "unknown_id": "#4d4d4d",
     "empty_extract": "#bababa",
 }
+# A call with no count to draw shades its whole slot, top to bottom, with no outline: a
+# background, not a bar (its height is not a count).
+NOT_SENT = {"facecolor": "none", "edgecolor": "#a6a6a6", "hatch": "////", "linewidth": 0}
+NOT_PARSED = {"facecolor": "#fde0dd", "edgecolor": "#d6604d", "hatch": "xx", "linewidth": 0}
+MODES = ("retrieval", "full")
+OUTLINE = "#e66101"  # the cells the calls used: visible on light and dark greens alike
+DPI = 110  # the PNG's
+PAD, LINE, TITLE_SIZE = 0.08, 0.2, 10  # inches; the banner's line height; its font size
+RC = {
+    "figure.autolayout": False,
+    "figure.constrained_layout.use": False,
+    "font.size": 9,
+    "text.hinting": "no_hinting",  # text draws a third faster; at 110 dpi it reads the same
+    "svg.hashsalt": "fragbench",
+    "svg.fonttype": "none",
+    "hatch.linewidth": 0.6,
+}
 
 
-def _pyplot() -> Any:
+def banner(info: dict[str, Any], what: str) -> str:
+    """The image's title: what it shows, the series, and the caveat of a non-model baseline."""
+    line = f"{what} · {info['experiment']} · series {info['series']}"
+    if not info["is_model"]:
+        line += f"\nnon-model baseline ({info['label']}): not a model's result"
+    return line
+
+
+@contextmanager
+def _drawing() -> Iterator[None]:
     import matplotlib
 
-    matplotlib.use("Agg")
-    matplotlib.rcParams["svg.hashsalt"] = "fragbench"
-    matplotlib.rcParams["font.size"] = 9
-    import matplotlib.pyplot as plt
-
-    return plt
+    with matplotlib.rc_context(RC):
+        yield
 
 
-def _save(fig: Any, stem: Path) -> list[Path]:
+def _figure(width: float, height: float) -> Any:
+    """A figure drawn straight on the Agg canvas: no pyplot (its import and its global figure
+    registry cost more than drawing), and no layout engine: the layout is set in inches below
+    from the labels' lengths, since a constrained layout (or `bbox_inches="tight"`) costs one
+    more full draw, with every text measured, on top of the two saves."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _width(text: str, size: float) -> float:
+    """A generous estimate of a line's width in inches (DejaVu Sans averages about 0.6 em)."""
+    return max(len(line) for line in text.split("\n")) * 0.62 * size / 72
+
+
+def _save(fig: Any, stem: Path, info: dict[str, Any], what: str) -> list[Path]:
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    fig.savefig(paths[0], dpi=110, bbox_inches="tight", metadata={"Software": None})
-    fig.savefig(paths[1], bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    title = banner(info, what).replace("\n", " — ")
+    fig.savefig(paths[0], dpi=DPI, metadata={"Software": None, "Title": title})
+    fig.savefig(paths[1], metadata={"Date": None, "Creator": None, "Title": title})
     return paths
 
 
-def availability_heatmap(availability: pl.DataFrame, stem: Path) -> list[Path]:
-    """Case x language x variant against every retrieval setting (and the full passage):
-    how many of the case's condition IDs were supplied."""
-    plt = _pyplot()
+def _title(fig: Any, info: dict[str, Any], what: str) -> None:
+    """The banner at the top, dark red for a non-model baseline."""
+    fig.suptitle(banner(info, what), y=1 - PAD / fig.get_figheight(), va="top",
+                 fontsize=TITLE_SIZE, linespacing=1.4,
+                 color="black" if info["is_model"] else "#8c1010")
+
+
+def _title_height(info: dict[str, Any]) -> float:
+    """The banner's height in inches: one line, or two with the baseline's caveat."""
+    return PAD + (1 if info["is_model"] else 2) * LINE
+
+
+def availability_heatmap(availability: pl.DataFrame, stem: Path, info: dict[str, Any]
+                         ) -> list[Path]:
+    """Case x language x variant against every retrieval setting (and the full passage): how
+    many of the case's condition IDs were supplied, each cell labelled n/total; the cells the
+    calls used (the main setting, the full passage) are outlined."""
+    from matplotlib.patches import Rectangle
+
+    from fragbench.report import setting_order
+
     table = availability.with_columns(
         pl.when(pl.col("mode") == "full").then(pl.lit("full"))
         .otherwise(pl.format("size {} · top {}", "chunk_size", "top_k")).alias("setting"),
         pl.format("{} {} {}", "case", "lang", "variant").alias("passage"),
     )
-    from fragbench.report import setting_order
-
     settings = setting_order(table)
     passages = table["passage"].unique(maintain_order=True).to_list()
-    value = {(r["passage"], r["setting"]): (r["n_conditions_supplied"], r["n_conditions"])
-             for r in table.to_dicts()}
-    grid = [[value[(p, s)][0] / max(value[(p, s)][1], 1) for s in settings] for p in passages]
-    fig, ax = plt.subplots(figsize=(1.3 * len(settings) + 2, 0.35 * len(passages) + 1.2))
-    image = ax.imshow(grid, cmap="Greens", vmin=0, vmax=1, aspect="auto")
-    for i, p in enumerate(passages):
-        for j, s in enumerate(settings):
-            n, total = value[(p, s)]
-            ax.text(j, i, f"{n}/{total}", ha="center", va="center",
-                    color="white" if grid[i][j] > 0.6 else "black")
-    ax.set_xticks(range(len(settings)), settings)
-    ax.set_yticks(range(len(passages)), passages)
-    ax.set_title("Condition IDs supplied before the model")
-    fig.colorbar(image, ax=ax, label="share of the case's condition IDs")
-    paths = _save(fig, stem)
-    plt.close(fig)
-    return paths
+    rows = {(r["passage"], r["setting"]): r for r in
+            table.select("passage", "setting", "n_conditions_supplied", "n_conditions",
+                         "main_setting").to_dicts()}
+    main = {r["setting"] for r in rows.values() if r["main_setting"] and r["setting"] != "full"}
+    grid = [[rows[(p, s)]["n_conditions_supplied"] / max(rows[(p, s)]["n_conditions"], 1)
+             for s in settings] for p in passages]
+    ticks = [f"{s}\n(main)" if s in main else ("full passage" if s == "full" else s)
+             for s in settings]
+    caption = ("n/N: condition IDs supplied / the case's condition IDs (exact ID) · "
+               "outlined: what the calls were given")
+    what = "Condition IDs supplied before the model"
+    # Inches: the banner, the cells, then two lines of tick labels and the caption.
+    left = _width(max(passages, key=len), 9) + 0.15
+    cell_w = max(1.15, max(_width(t, 9) for t in ticks) + 0.1)
+    top, bottom = _title_height(info) + 0.1, 0.75
+    width = max(left + cell_w * len(settings) + 0.15, _width(caption, 8) + 0.3)
+    height = top + 0.3 * len(passages) + bottom
+    with _drawing():
+        fig = _figure(width, height)
+        ax = fig.add_axes((left / width, bottom / height, cell_w * len(settings) / width,
+                           0.3 * len(passages) / height))
+        # A mesh, not an image: cell edges fall exactly on pixels, with no resampling seams.
+        ax.pcolormesh([j - 0.5 for j in range(len(settings) + 1)],
+                      [i - 0.5 for i in range(len(passages) + 1)], grid, cmap="Greens",
+                      vmin=0, vmax=1)
+        ax.set_xlim(-0.5, len(settings) - 0.5)
+        ax.set_ylim(len(passages) - 0.5, -0.5)
+        for i, p in enumerate(passages):
+            for j, s in enumerate(settings):
+                row = rows[(p, s)]
+                ax.text(j, i, f"{row['n_conditions_supplied']}/{row['n_conditions']}",
+                        ha="center", va="center",
+                        color="white" if grid[i][j] > 0.6 else "black")
+        for j, s in enumerate(settings):  # the cells the calls used: one outline per run
+            used = [rows[(p, s)]["main_setting"] for p in passages] + [False]
+            start = None
+            for i, flag in enumerate(used):
+                if flag and start is None:
+                    start = i
+                elif not flag and start is not None:
+                    ax.add_patch(Rectangle((j - 0.5, start - 0.5), 1, i - start, fill=False,
+                                           edgecolor=OUTLINE, linewidth=2.2, clip_on=False))
+                    start = None
+        # Row and column labels as plain text: an axis's tick machinery costs several times
+        # a text per label, and a heatmap needs no tick marks.
+        ax.set_axis_off()
+        for i, p in enumerate(passages):
+            ax.text(-0.6, i, p, ha="right", va="center")
+        below = ax.get_xaxis_transform()
+        for j, (s, label) in enumerate(zip(settings, ticks, strict=True)):
+            ax.text(j, -0.1 / (0.3 * len(passages)), label, transform=below, ha="center",
+                    va="top", fontweight="bold" if s in main else "normal")
+        fig.text(0.5, PAD / height, caption, ha="center", va="bottom", fontsize=8)
+        _title(fig, info, what)
+        return _save(fig, stem, info, what)
 
 
-def citation_outcomes(citations: pl.DataFrame, per_call: pl.DataFrame, stem: Path) -> list[Path]:
-    """One bar per call (the repetitions stay separate), stacked by citation reason (exact
-    level); calls without a parsed answer are marked, not drawn as zero."""
-    plt = _pyplot()
-    calls = per_call.sort("case", "lang", "mode", "variant", "rep")
-    labels = [f"{r['case']} {r['lang']} {r['mode']} {r['variant']} r{r['rep']}"
-              for r in calls.to_dicts()]
+def _call_marks(citations: pl.DataFrame, per_call: pl.DataFrame, calls: pl.DataFrame
+                ) -> tuple[list[dict[str, Any]], list[str]]:
+    """One record per planned call: its cell, status, whether it parsed, and its count of
+    citations for each exact-level reason; and the reasons that occur, in stacking order."""
     counts = (citations.group_by("call_id", "reason").len()
               .pivot(on="reason", index="call_id", values="len"))
-    by_call = {r["call_id"]: r for r in counts.to_dicts()}
-    fig, ax = plt.subplots(figsize=(8, 0.17 * len(labels) + 1.4))
-    left = [0.0] * len(labels)
-    for reason, color in REASON_COLORS.items():
-        widths = [float((by_call.get(cid) or {}).get(reason) or 0)
-                  for cid in calls["call_id"].to_list()]
-        ax.barh(range(len(labels)), widths, left=left, color=color, label=reason, height=0.8)
-        left = [a + b for a, b in zip(left, widths, strict=True)]
-    for i, row in enumerate(calls.to_dicts()):
-        if not row["parsed"]:
-            ax.text(0.1, i, "no parsed answer", va="center", fontsize=7, color="#b2182b")
-    ax.set_yticks(range(len(labels)), labels, fontsize=6)
-    ax.invert_yaxis()
-    ax.set_xlim(0, max([*left, 1.0]) + 0.5)
-    ax.set_xlabel("citations (exact level)")
-    ax.set_title("Citation outcomes per call")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
-    paths = _save(fig, stem)
-    plt.close(fig)
-    return paths
+    reasons = [r for r in REASON_COLORS if r in counts.columns]
+    marks = (per_call.select("call_id", "case", "lang", "mode", "variant", "rep", "parsed")
+             .join(calls.select("call_id", "status"), on="call_id", how="left")
+             .join(counts, on="call_id", how="left")
+             .sort("case", "lang", "mode", "variant", "rep"))
+    return marks.to_dicts(), reasons
+
+
+def citation_outcomes(citations: pl.DataFrame, per_call: pl.DataFrame, calls: pl.DataFrame,
+                      stem: Path, info: dict[str, Any]) -> list[Path]:
+    """Small multiples, one panel per case x language: in each, mode x variant side by side,
+    each with its three repetitions as three thin bars, stacked by citation reason (exact level,
+    counts, never a rate). A call never sent is a grey hatched slot, a call sent without a
+    parsed answer a red hatched slot: neither is drawn as zero."""
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
+    marks, reasons = _call_marks(citations, per_call, calls)
+    cases = sorted({m["case"] for m in marks})
+    langs = sorted({m["lang"] for m in marks})
+    groups = [(mode, variant) for mode in MODES
+              for variant in sorted({m["variant"] for m in marks})]
+    reps = sorted({m["rep"] for m in marks})
+    slot = {g: k * (len(reps) + 1) for k, g in enumerate(groups)}  # a gap between groups
+    most = max([sum(m.get(r) or 0 for r in reasons) for m in marks] + [1])
+    rep_words = ", ".join(str(r) for r in reps)
+    caption = (f"mode, variant; in each group the repetitions {rep_words} left to right, one "
+               "bar per call (never averaged); an empty slot: a parsed answer citing nothing")
+    what = "Citation outcomes per call (exact level)"
+    # Inches: the banner, the legend, the panels (each with its title), two lines of tick
+    # labels, the caption.
+    panel_w, panel_h, gap_w, gap_h = 4.0, 1.5, 0.3, 0.45
+    left, right, foot = 0.7, 0.15, 0.75
+    top = _title_height(info) + 0.55
+    grid_w = panel_w * len(langs) + gap_w * (len(langs) - 1)
+    grid_h = panel_h * len(cases) + gap_h * (len(cases) - 1)
+    width, height = left + grid_w + right, top + grid_h + foot
+    right_end = slot[groups[-1]] + len(reps) - 0.2
+    counts = [int(n) for n in MaxNLocator(integer=True).tick_values(0, most) if 0 <= n <= most]
+    with _drawing():
+        fig = _figure(width, height)
+        axes = fig.subplots(len(cases), len(langs), sharex=True, sharey=True, squeeze=False,
+                            gridspec_kw={"left": left / width, "right": 1 - right / width,
+                                         "top": 1 - top / height, "bottom": foot / height,
+                                         "wspace": gap_w / panel_w, "hspace": gap_h / panel_h})
+        used = {"not sent": False, "sent, no parsed answer": False}
+        for i, case in enumerate(cases):
+            for j, lang in enumerate(langs):
+                ax = axes[i][j]
+                mine = [m for m in marks if m["case"] == case and m["lang"] == lang]
+                x = {m["call_id"]: slot[(m["mode"], m["variant"])] + reps.index(m["rep"])
+                     for m in mine}
+                drawn = [m for m in mine if m["parsed"]]
+                bottom = [0] * len(drawn)
+                for reason in reasons:
+                    heights = [m.get(reason) or 0 for m in drawn]
+                    ax.bar([x[m["call_id"]] for m in drawn], heights, bottom=bottom, width=0.8,
+                           color=REASON_COLORS[reason], linewidth=0)
+                    bottom = [a + b for a, b in zip(bottom, heights, strict=True)]
+                for m in mine:
+                    if m["parsed"]:
+                        continue
+                    kind = "not sent" if m["status"] == "not_sent" else "sent, no parsed answer"
+                    used[kind] = True
+                    ax.bar(x[m["call_id"]], most + 0.5, width=0.8,
+                           **(NOT_SENT if kind == "not sent" else NOT_PARSED))
+                if mine and all(m["status"] == "not_sent" for m in mine):
+                    ax.text(0.5, 0.5, "nothing sent", transform=ax.transAxes, ha="center",
+                            va="center", color="#555555",
+                            bbox={"facecolor": "white", "edgecolor": "none"})
+                ax.set_title(f"{case} · {lang}", fontsize=9, pad=5, y=1.0)  # not re-placed
+                # No axis machinery (it costs several times a text per label): light lines at
+                # the integer counts, numbered on the left panels, and the groups named once
+                # under the bottom panels.
+                ax.set_axis_off()
+                ax.hlines(counts[1:], -0.8, right_end, colors="#d9d9d9", linewidth=0.6,
+                          zorder=0)
+                ax.hlines([0], -0.8, right_end, colors="black", linewidth=0.8, zorder=3,
+                          clip_on=False)
+                if j == 0:
+                    for n in counts:
+                        ax.text(-0.015, n, str(n), transform=ax.get_yaxis_transform(),
+                                ha="right", va="center")
+                if i == len(cases) - 1:
+                    for g in groups:
+                        ax.text(slot[g] + (len(reps) - 1) / 2, -0.04, "\n".join(g),
+                                transform=ax.get_xaxis_transform(), ha="center", va="top")
+        axes[0][0].set_ylim(0, most + 0.5)
+        axes[0][0].set_xlim(-0.8, right_end)
+        handles = [Patch(color=REASON_COLORS[r], label=r) for r in reasons]
+        handles += [Patch(**NOT_SENT, label="not sent")] if used["not sent"] else []
+        handles += ([Patch(**NOT_PARSED, label="sent, no parsed answer")]
+                    if used["sent, no parsed answer"] else [])
+        if handles:
+            fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8,
+                       frameon=False, handlelength=1.6, columnspacing=1.4, borderaxespad=0,
+                       bbox_to_anchor=(0.5, 1 - (_title_height(info) + 0.05) / height))
+        fig.text(0.12 / width, (foot + grid_h / 2) / height, "citations in the answer (count)",
+                 rotation=90, ha="left", va="center")
+        fig.text(0.5, PAD / height, caption, ha="center", va="bottom", fontsize=8)
+        _title(fig, info, what)
+        return _save(fig, stem, info, what)

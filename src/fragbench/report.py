@@ -159,7 +159,7 @@ def write_report(series_dir: Path) -> Path:
     out += _run_section(series_dir, info, status, plan, calls)
 
     if "availability" in tables:
-        availability_heatmap(tables["availability"], figures / "availability")
+        availability_heatmap(tables["availability"], figures / "availability", info)
         out += ["", "## Retrieval: condition IDs available before the model", "",
                 "The sensitivity matrix (chunk size / top-k), all four settings published "
                 "together; the calls use the main setting. Each cell: condition IDs supplied / "
@@ -167,8 +167,8 @@ def write_report(series_dir: Path) -> Path:
                 f"![Condition IDs supplied per setting]({FIGURES_DIR}/availability.png)", "",
                 markdown_table(availability_matrix(tables["availability"]))]
     if "citations" in tables:
-        citation_outcomes(tables["citations"], tables["citations_per_call"],
-                          figures / "citations")
+        citation_outcomes(tables["citations"], tables["citations_per_call"], calls,
+                          figures / "citations", info)
         per_call = tables["citations_per_call"].sort("case", "lang", "mode", "variant", "rep")
         reasons = (tables["citations"].group_by("call_id", "reason").len()
                    .pivot(on="reason", index="call_id", values="len"))
