@@ -19,9 +19,10 @@ appear in the file, then chunk order. When fewer than K chunks score above zero,
 K are zero-score chunks in collection order. `tied`: another candidate chunk has the same
 rounded score for that query.
 
-The scorer builds an index once (`collection_index`) and scores a batch of queries against it
-(`collection_scores`), returning a sparse matrix whose absent entries score zero; a scorer says
-it can by listing "collection" in its `modes`. Queries go in batches, so memory is the index's
+The scorer builds an index once (`collection_index`), prepares every query once
+(`collection_queries`), and scores a batch of them against the index (`collection_scores`),
+returning a sparse matrix whose absent entries score zero; a scorer says it can by listing
+"collection" in its `modes`. Queries go in batches, so memory is the index's
 (proportional to the collection) plus one batch's scores.
 """
 
@@ -47,8 +48,9 @@ RESULT_SCHEMA = {
     "score": "the scorer's score",
     "tied": "another candidate chunk has the same score (rounded to 12 decimals) for this query",
 }
-BATCH = 256
-"""Queries scored at once: bounds the memory of one batch's score matrix."""
+BATCH = 64
+"""Queries scored at once: bounds the memory of one batch's score matrix, which frequent terms
+make nearly dense (64 queries x the chunks of the collection)."""
 
 
 def _scan(source: Path | pl.DataFrame | pl.LazyFrame, what: str) -> pl.LazyFrame:
@@ -112,24 +114,40 @@ def select_top(scores: Any, keys: np.ndarray, row_ranges: list[tuple[int, int]],
                ) -> list[tuple[list[int], list[float], list[bool]]]:
     """Per query row of a CSR score matrix: the top-k chunk ids within the row's candidate
     range [lo, hi), with the tie rule and the zero-score fill. `keys` are the rounded scores of
-    `scores.data`."""
+    `scores.data`.
+
+    A few linear passes per row, whatever k: the k-th largest key splits the row into what is
+    surely chosen (above it) and the ties at it, of which the first in collection order are
+    chosen. Only a key equal to the k-th can tie with a chunk left out, so that count is the
+    one that needs the whole row; the others are counted among the chosen.
+    """
     out = []
     indptr, indices, data = scores.indptr, scores.indices, scores.data
     for row, (lo, hi) in enumerate(row_ranges):
         start, end = indptr[row], indptr[row + 1]
         ids, vals, ks = indices[start:end], data[start:end], keys[start:end]
-        inside = (ids >= lo) & (ids < hi) & (vals != 0)
-        ids, vals, ks = ids[inside], vals[inside], ks[inside]
-        if len(ids) > top_k:  # only the candidates at or above the k-th key can be chosen
+        if lo > 0 or hi < scores.shape[1]:
+            inside = (ids >= lo) & (ids < hi)
+            ids, vals, ks = ids[inside], vals[inside], ks[inside]
+        positive = vals != 0
+        if not positive.all():
+            ids, vals, ks = ids[positive], vals[positive], ks[positive]
+        if len(ids) > top_k:
             kth = np.partition(ks, len(ks) - top_k)[len(ks) - top_k]
-            keep = ks >= kth
-            cand_ids, cand_vals, cand_keys = ids[keep], vals[keep], ks[keep]
+            above = np.flatnonzero(ks > kth)
+            at = np.flatnonzero(ks == kth)
+            at = at[np.argsort(ids[at], kind="stable")][:top_k - len(above)]
+            pick = np.concatenate([above, at])
+            at_count = len(np.flatnonzero(ks == kth)) if len(at) else 0
         else:
-            cand_ids, cand_vals, cand_keys = ids, vals, ks
-        order = np.lexsort((cand_ids, -cand_keys))[:top_k]
-        chosen = cand_ids[order].tolist()
-        values = cand_vals[order].tolist()
-        tied = [int(np.count_nonzero(ks == k)) > 1 for k in cand_keys[order].tolist()]
+            pick, kth, at_count = np.arange(len(ids)), None, 0
+        order = pick[np.lexsort((ids[pick], -ks[pick]))]
+        chosen = ids[order].tolist()
+        values = vals[order].tolist()
+        chosen_keys = ks[order]
+        same = {k: int(n) for k, n in zip(*np.unique(chosen_keys, return_counts=True),
+                                             strict=True)}
+        tied = [(at_count if k == kth else same[k]) > 1 for k in chosen_keys.tolist()]
         if len(chosen) < top_k:  # zero-score chunks, in collection order
             zeros = (hi - lo) - len(ids)
             taken = set(ids.tolist())
@@ -181,12 +199,13 @@ def retrieve_collection(sentences: Path | pl.DataFrame | pl.LazyFrame,
                   for lo, hi in zip(joined["lo"].to_list(), joined["hi"].to_list(),
                                     strict=True)]
     index = scorer.collection_index(chunks.select("chunk_id", "lang", "text"))
+    prepared = scorer.collection_queries(index, query_frame.select("lang", "text"))
     picked: list[tuple[list[int], list[float], list[bool]]] = []
     for start in range(0, query_frame.height, BATCH):
-        batch = query_frame.slice(start, BATCH)
-        scores = scorer.collection_scores(index, batch.select("lang", "text")).tocsr()
+        end = min(start + BATCH, query_frame.height)
+        scores = scorer.collection_scores(index, prepared, slice(start, end)).tocsr()
         keys = pl.Series(scores.data, dtype=pl.Float64).round(TIE_DECIMALS).to_numpy()
-        picked += select_top(scores, keys, ranges[start:start + batch.height], top_k)
+        picked += select_top(scores, keys, ranges[start:end], top_k)
 
     lengths = [len(ids) for ids, _, _ in picked]
     chunk_ids = np.fromiter((i for ids, _, _ in picked for i in ids), dtype=np.int64,

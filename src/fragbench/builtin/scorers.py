@@ -15,6 +15,10 @@ else:
 QUERY = ["case", "lang"]
 
 
+INDEX_SLICE = 4_096
+"""Chunks tokenized at once while indexing."""
+
+
 class _Index:
     """Chunk terms tokenized once: term -> chunks postings, and each chunk's term count."""
 
@@ -56,45 +60,64 @@ class SqrtLexical:
     chunk's term count) and `matched_terms` (the distinct question terms found, sorted).
 
     Modes: per passage (`score`, every chunk against its own passage's question), and
-    collection (`collection_index` once, then `collection_scores` per batch of queries: a
-    sparse product of the queries' and the chunks' term sets, divided by the chunks' sqrt term
-    counts — the same floating-point operations as `score`, so the same bits).
+    collection (`collection_index` and `collection_queries` once, then `collection_scores` per
+    batch of queries: a sparse product of the queries' and the chunks' term sets, divided by
+    the chunks' sqrt term counts — the same floating-point operations as `score`, so the same
+    bits).
     """
 
     name = "sqrt-lexical"
     modes = ("passage", "collection")
 
     def collection_index(self, chunks: pl.DataFrame) -> _Index:
-        """`chunks`: chunk_id (0..n-1), lang, text."""
+        """`chunks`: chunk_id (0..n-1), lang, text. Tokenized a slice of chunks at a time, so
+        that the exploded terms of only one slice are ever held as strings: memory stays
+        that of the collection and the integer postings."""
         import numpy as np
         from scipy import sparse
 
-        terms = _terms(chunks, "chunk_id")
-        counts = terms.group_by("chunk_id").len()
         n_terms = np.zeros(chunks.height, dtype=np.float64)
-        n_terms[counts["chunk_id"].to_numpy()] = counts["len"].to_numpy()
-        pairs = terms.unique()
-        vocab = pairs.select(pl.col("term").unique(maintain_order=True)).with_row_index(
-            "term_id")
-        pairs = pairs.join(vocab, on="term")
-        postings = sparse.csr_matrix(
-            (np.ones(pairs.height, dtype=np.float64),
-             (pairs["term_id"].to_numpy(), pairs["chunk_id"].to_numpy())),
-            shape=(vocab.height, chunks.height))
+        vocab = pl.DataFrame(schema={"term": pl.String, "term_id": pl.UInt32})
+        term_ids, chunk_ids = [], []
+        for start in range(0, chunks.height, INDEX_SLICE):
+            terms = _terms(chunks.slice(start, INDEX_SLICE), "chunk_id")
+            counts = terms.group_by("chunk_id").len()
+            n_terms[counts["chunk_id"].to_numpy()] = counts["len"].to_numpy()
+            pairs = terms.unique()
+            del terms
+            new = (pairs.select(pl.col("term").unique(maintain_order=True))
+                   .join(vocab, on="term", how="anti"))
+            vocab = pl.concat([vocab, new.with_row_index("term_id", offset=vocab.height)
+                              .select("term", pl.col("term_id").cast(pl.UInt32))])
+            pairs = pairs.join(vocab, on="term")
+            term_ids.append(pairs["term_id"].to_numpy())
+            chunk_ids.append(pairs["chunk_id"].to_numpy())
+        rows = np.concatenate(term_ids) if term_ids else np.zeros(0, dtype=np.uint32)
+        cols = np.concatenate(chunk_ids) if chunk_ids else np.zeros(0, dtype=np.uint32)
+        postings = sparse.csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)),
+                                     shape=(vocab.height, chunks.height))
         return _Index(vocab, postings, np.sqrt(n_terms))
 
-    def collection_scores(self, index: _Index, queries: pl.DataFrame) -> Any:
-        """A CSR matrix, queries x chunks; chunks absent from a row score 0."""
+    def collection_queries(self, index: _Index, queries: pl.DataFrame) -> Any:
+        """All the queries' distinct terms at once, as a binary query x term CSR matrix
+        (`queries`: lang, text; a term the collection lacks can match nothing)."""
         import numpy as np
         from scipy import sparse
 
         terms = _terms(queries.with_row_index("q"), "q").unique().join(index.vocab, on="term")
-        wanted = sparse.csr_matrix(
-            (np.ones(terms.height, dtype=np.float64),
+        return sparse.csr_matrix(
+            (np.ones(terms.height, dtype=np.int32),
              (terms["q"].to_numpy(), terms["term_id"].to_numpy())),
             shape=(queries.height, index.vocab.height))
-        matched = wanted @ index.postings  # distinct query terms found per chunk (CSR)
-        np.divide(matched.data, index.sqrt_terms.take(matched.indices), out=matched.data)
+
+    def collection_scores(self, index: _Index, queries: Any, rows: slice) -> Any:
+        """Scores of the queries in `rows` of `collection_queries`' matrix: a CSR matrix,
+        queries x chunks; chunks absent from a row score 0."""
+        import numpy as np
+
+        matched = queries[rows] @ index.postings  # distinct query terms found per chunk
+        # Set in place: `astype` would sort and merge the indices first, for nothing.
+        matched.data = np.divide(matched.data, index.sqrt_terms.take(matched.indices))
         return matched
 
     def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
