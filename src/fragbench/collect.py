@@ -214,17 +214,25 @@ class _Collection:
         """An outcome received and not yet on disk."""
 
     def record(self, entry: dict[str, Any]) -> None:
-        """The ledger first (a crash in between over-counts, never under), then the journal.
-        An outcome the ledger refuses is still written to the journal: it was paid for."""
-        try:
+        """Two durable writes, ordered so that a crash between them errs on the safe side.
+
+        A reservation goes to the ledger first: a crash before the journal's copy over-counts
+        a call that was never sent, never under-counts one that was. An outcome counted at no
+        more than its reservation (every outcome of a run, whose usages are checked against
+        the request's bounds) goes to the journal first: a crash before the ledger's copy
+        keeps the answer that was paid for, and the ledger still counts the call at its whole
+        reservation. An outcome counted above it goes to the ledger first, like a reservation.
+        """
+        counted = entry.get("counted_usd")
+        above = counted is not None and Decimal(counted) > self.reservations[entry["seq"]]
+        if entry["type"] == "outcome" and not above:
+            self.journal.append(entry)
+            self.pending = None  # on disk: nothing left to print if the ledger then fails
             if self.book is not None:
                 self.book.record(entry)
-        except (OSError, FragbenchError):
-            if entry["type"] == "outcome":
-                with contextlib.suppress(OSError):
-                    self.journal.append(entry)
-                    self.pending = None
-            raise
+            return
+        if self.book is not None:
+            self.book.record(entry)
         self.journal.append(entry)
 
     def stop_here(self, stop: Stop) -> Stop:
