@@ -190,22 +190,14 @@ class Ledger:
         if self._n == -1:
             self._check_genesis(record, line)
         elif kind == "reserve":
-            key = self._key(record, line)
-            amount = _amount(record.get("reserved_usd"))
-            if amount is None:
-                raise self._fail(f"line {line} has an invalid reserved_usd "
-                                 f"({record.get('reserved_usd')!r})")
+            key, amount = self._key(record, line), self._money(record, "reserved_usd", line)
             if key in self._reserved:
                 raise self._fail(f"line {line} reserves call {key[1]} of series {key[0]} twice")
             self._reserved[key] = amount
             self._total += amount
             self.series.add(key[0])
         elif kind == "outcome":
-            key = self._key(record, line)
-            amount = _amount(record.get("counted_usd"))
-            if amount is None:
-                raise self._fail(f"line {line} has an invalid counted_usd "
-                                 f"({record.get('counted_usd')!r})")
+            key, amount = self._key(record, line), self._money(record, "counted_usd", line)
             if key not in self._reserved or key in self._counted:
                 raise self._fail(f"line {line} records an outcome with no open reservation")
             self._counted[key] = amount
@@ -214,6 +206,12 @@ class Ledger:
             raise self._fail(f"line {line} has an unknown type {kind!r}")
         self._n += 1
         self._last = _line_hash(raw)
+
+    def _money(self, record: dict[str, Any], field: str, line: int) -> Decimal:
+        amount = _amount(record.get(field))
+        if amount is None:
+            raise self._fail(f"line {line} has an invalid {field} ({record.get(field)!r})")
+        return amount
 
     def _key(self, record: dict[str, Any], line: int) -> tuple[str, str]:
         uid, call = record.get("series_uid"), record.get("call_id")
