@@ -120,8 +120,11 @@ def retrieve(
     queries: Annotated[Path | None, typer.Option(
         help="With --collection: queries (.parquet or .jsonl: query, lang, text).")] = None,
 ) -> None:
-    """Chunk, score and select. Per passage: one row per chunk of every case x language x
-    variant. With --collection: one row per query and rank over the whole collection."""
+    """Chunk, score and select, per passage or over a whole collection.
+
+    Per passage: one row per chunk of every case x language x variant. With --collection: one
+    row per query and rank over the whole collection.
+    """
     from fragbench.errors import UsageError
     from fragbench.plugins import registry
     from fragbench.tables import check_output, write_table
@@ -162,8 +165,10 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole plan, with the "
                                           "review below it, as JSON.")] = False,
 ) -> None:
-    """Print the schedule, the reservations, the balance, and whether the frozen plan is
-    current. Sends nothing."""
+    """Print the schedule, reservations, balance and plan drift. Sends nothing.
+
+    The drift: whether experiment.json is current, naming each changed file.
+    """
     import json
 
     from fragbench.config import load_experiment
