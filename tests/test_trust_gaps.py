@@ -66,6 +66,7 @@ def test_a_billed_run_says_what_it_draws_on_before_the_first_call(experiment: Pa
     text = lines[announce]
     plan = json.loads((experiment / "experiment.json").read_text(encoding="utf-8"))
     for part in ("backend openai", server.base_url, "budget protocol-1.0-openai",
+                 str(ledger_path("protocol-1.0-openai")),
                  "balance 9.58208 USD", f"reserve {plan['budget']['total_reservation_usd']} USD"):
         assert part in text, (part, text)
 

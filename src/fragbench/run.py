@@ -299,8 +299,8 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
                                "experiment": experiment.id, "backend": backend})
                 left = balance(budget, ledger.spent())
             say(f"billed run: backend {backend} ({label}) at {endpoint}; budget {budget.id}: "
-                f"balance {usd(left)} USD of ceiling {usd(budget.ceiling_usd)}; the "
-                f"{len(calls)} planned calls reserve {usd(total)} USD")
+                f"balance {usd(left)} USD of ceiling {usd(budget.ceiling_usd)} (ledger "
+                f"{ledger.path}); the {len(calls)} planned calls reserve {usd(total)} USD")
         else:
             say(f"collecting {len(calls)} calls with backend {backend} ({label}, "
                 f"{'unpriced' if is_model else 'a non-model baseline'}): nothing is billed")
