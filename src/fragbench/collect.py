@@ -260,8 +260,9 @@ class _Collection:
         return stop
 
     def progress(self, call: PlannedCall, status: str) -> None:
-        self.on_progress(_progress(call, len(self.calls), self.journal.redactor.text(status),
-                                   self.spent_here, self.book))
+        # Printed as it came: whoever prints it redacts it (the CLI's reporter), as it redacts
+        # every line it prints.
+        self.on_progress(_progress(call, len(self.calls), status, self.spent_here, self.book))
 
     def run(self) -> Stop | None:
         expected_model = self.backend.params.get("model")

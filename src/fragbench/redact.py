@@ -64,13 +64,23 @@ class Redactor:
                         key=len, reverse=True)
         parts = [re.escape(v) for v in values] + [ACCOUNT_PATTERN]
         self._pattern = re.compile("|".join(parts), re.IGNORECASE)
+        # A secret cut in two (two content parts of one body, two lines): a text that ends
+        # with its first MIN_SECRET or more characters, or starts with its last ones.
+        cuts = [re.escape(v[:k]) + r"\Z" for v in values for k in range(MIN_SECRET, len(v))]
+        cuts += [r"\A" + re.escape(v[-k:]) for v in values for k in range(MIN_SECRET, len(v))]
+        self._cut = re.compile("|".join(cuts), re.IGNORECASE) if cuts else None
+
+    def _sub(self, text: str) -> str:
+        text = self._pattern.sub(MARK, text)
+        return self._cut.sub(MARK, text) if self._cut is not None else text
 
     @classmethod
     def from_env(cls) -> Redactor:
         return cls(secrets_in_env())
 
     def found(self, text: str) -> bool:
-        return self._pattern.search(text) is not None
+        return self._pattern.search(text) is not None or (
+            self._cut is not None and self._cut.search(text) is not None)
 
     def text(self, text: str) -> str:
         """Any text: a message, a line to print, or a raw body (JSON decoded where it is)."""
@@ -90,11 +100,11 @@ class Redactor:
     def _plain(self, text: str) -> str:
         """Search the text as it is and with its \\u escapes decoded. Quotes, backslashes and
         control characters stay escaped, so that JSON text stays JSON."""
-        text = self._pattern.sub(MARK, text)
+        text = self._sub(text)
         if "\\u" in text:
             decoded = _unescape_safe(text)
             if self.found(decoded):
-                return self._pattern.sub(MARK, decoded)
+                return self._sub(decoded)
         return text
 
     def _document(self, doc: Any) -> tuple[Any, bool]:
@@ -104,7 +114,8 @@ class Redactor:
         joined = "".join(leaves)
         spans = [m.span() for m in self._pattern.finditer(joined)]
         keys_hit = any(self.found(k) for k in _keys(doc))
-        if not spans and not keys_hit:
+        cut = self._cut is not None and any(self._cut.search(v) for v in leaves)
+        if not spans and not keys_hit and not cut:
             return doc, False
         # Mark every leaf that overlaps a match of the joined text (a key split across fields):
         # one sweep over leaves and matches, both in order.
@@ -118,11 +129,11 @@ class Redactor:
                 hit.add(index)
             start = end
         counter = iter(range(len(leaves)))
-        return _rebuild(doc, lambda s: self._leaf(s) if next(counter) in hit else s,
-                        lambda k: self._pattern.sub(MARK, k)), True
+        return _rebuild(doc, lambda s: self._leaf(s) if next(counter) in hit else self._sub(s),
+                        lambda k: self._sub(k)), True
 
     def _leaf(self, leaf: str) -> str:
-        redacted = self._pattern.sub(MARK, leaf)
+        redacted = self._sub(leaf)
         return redacted if redacted != leaf else MARK  # part of a split secret: all of it
 
     def value(self, value: Any) -> Any:
