@@ -91,14 +91,19 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("fragbench:")]
 
 
+def process_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a subprocess under test: this one's, less any OPENAI_* setting."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update(extra or {})
+    return env
+
+
 def run_process(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
                 ) -> subprocess.CompletedProcess[str]:
     """The real command in a subprocess: only where the process itself is under test
     (plugin discovery from the environment, start-up)."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "fragbench", *args], cwd=cwd or ROOT,
-                          env=full_env, capture_output=True, text=True, check=False)
+                          env=process_env(env), capture_output=True, text=True, check=False)
 
 
 @pytest.fixture

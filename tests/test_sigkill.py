@@ -5,7 +5,6 @@ anything that would cross the ceiling."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -15,7 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
-from conftest import CANARY_KEY, ROOT, refreeze, run_cli
+from conftest import CANARY_KEY, ROOT, process_env, refreeze, run_cli
 from loopback import Server, sleep
 
 from fragbench.config import load_experiment
@@ -36,8 +35,7 @@ def test_sigkill_at_random_points(experiment: Path, server: Server) -> None:
 
     server.default = sleep(0.01)
     rng = random.Random(20261129)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env.update({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+    env = process_env({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
     mid_run = 0
     ledger = ledger_path("protocol-1.0-openai")
     budget = load_experiment(experiment).budget

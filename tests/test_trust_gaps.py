@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, ROOT, error_lines, refreeze, run_cli
+from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
 from loopback import Handler, Server, answer_for, ok, response_body, sleep
 from test_collect_openai import calls_of, collect
 
@@ -462,8 +462,7 @@ def test_two_runs_of_one_series_at_once(experiment: Path, workspace: Path,
                                         server: Server) -> None:
     server.default = sleep(0.05)
     out = workspace / "outputs"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env.update(env_for(server))
+    env = process_env(env_for(server))
     first = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
                               "--series", "openai", "--backend", "openai", "--out", str(out)],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -504,8 +503,7 @@ def test_a_full_disk_stops_the_series_in_one_line(experiment: Path, workspace: P
         resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
 
     out = workspace / "outputs"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env.update(env_for(server))
+    env = process_env(env_for(server))
     proc = subprocess.run([sys.executable, "-m", "fragbench", "run", str(experiment),
                            "--series", "openai", "--backend", "openai", "--out", str(out)],
                           env=env, capture_output=True, text=True, preexec_fn=limit,
@@ -561,8 +559,7 @@ def test_a_chunker_that_breaks_its_contract_is_named(tmp_path: Path) -> None:
         "@hookimpl\n"
         "def register_chunkers(register):\n"
         "    register(Broken())\n", encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env["PYTHONPATH"] = str(site)
+    env = process_env({"PYTHONPATH": str(site)})
     proc = subprocess.run([sys.executable, "-m", "fragbench", "retrieve",
                            str(ROOT / "corpus" / "0.2"),
                            "--chunker", "broken", "--out", str(tmp_path / "r.parquet")],

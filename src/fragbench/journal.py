@@ -40,6 +40,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def make_dirs(path: Path) -> None:
+    """Create `path` and its missing parents, each made durable in its parent (a power loss
+    must not take a folder holding billed records). NotADirectoryError where a file stands in
+    the way; other OSErrors as they come."""
+    missing = []
+    while not path.is_dir():
+        if path.exists() or path.is_symlink():
+            raise NotADirectoryError(20, "is not a folder", str(path))
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        folder.mkdir()
+        fsync_dir(folder.parent)
+
+
 class Journal:
     """Opened for appending; secrets are redacted before anything is written."""
 

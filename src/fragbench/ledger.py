@@ -38,7 +38,7 @@ from typing import Any
 from fragbench.budget import usd
 from fragbench.config import Budget
 from fragbench.errors import FragbenchError
-from fragbench.journal import fsync_dir, now
+from fragbench.journal import fsync_dir, make_dirs, now
 from fragbench.redact import Redactor
 
 LEDGER_ENV = "FRAGBENCH_LEDGER_DIR"
@@ -248,14 +248,7 @@ class Ledger:
         self._check_file()
         self._redactor = redactor
         try:
-            missing = []
-            folder = self.path.parent
-            while not folder.exists():
-                missing.append(folder)
-                folder = folder.parent
-            for made in reversed(missing):
-                made.mkdir()
-                fsync_dir(made.parent)
+            make_dirs(self.path.parent)
             created = not self.path.exists()
             self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             if created:

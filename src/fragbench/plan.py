@@ -279,6 +279,14 @@ def differences(frozen: Any, now: dict[str, Any], base: Path | None = None) -> l
     return found
 
 
+def drift(frozen: Any, now: dict[str, Any], base: Path) -> list[str]:
+    """What differs between a frozen plan (its `recorded` block aside: when, on which Python)
+    and the plan the files and code give now; empty when the frozen plan is current."""
+    stored = {k: v for k, v in frozen.items() if k != "recorded"} if isinstance(frozen, dict) \
+        else frozen
+    return [] if stored == now else differences(stored, now, base)
+
+
 def _read_frozen(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -298,10 +306,8 @@ def verify(experiment: Experiment) -> tuple[dict[str, Any], list[PlannedCall], A
     table = main_retrieval(experiment)
     calls = schedule(experiment, table)
     now = build_plan(experiment, calls)
-    stored = {k: v for k, v in frozen.items() if k != "recorded"} if isinstance(frozen, dict) \
-        else frozen
-    if stored != now:
-        found = differences(stored, now, experiment.dir)
+    found = drift(frozen, now, experiment.dir)
+    if found:
         shown = "; ".join(found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
         raise PlanMismatch(
             f"{path}: the frozen plan is out of date: {shown}; restore what changed, or freeze "
@@ -342,10 +348,7 @@ def review(experiment: Experiment, backend: str | None) -> tuple[dict[str, Any],
         frozen_info = {"path": str(path), "current": False,
                        "differences": ["there is no frozen plan yet: run `fragbench freeze`"]}
     else:
-        frozen = _read_frozen(path)
-        stored = {k: v for k, v in frozen.items() if k != "recorded"} \
-            if isinstance(frozen, dict) else frozen
-        found = [] if stored == doc else differences(stored, doc, experiment.dir)
+        found = drift(_read_frozen(path), doc, experiment.dir)
         frozen_info = {"path": str(path), "current": not found, "differences": found}
     info = {"backend": name, "draws_on_budget": cfg.pricing is not None,
             "reserved_usd": [usd(r) for r in reserved], "total_reservation_usd": usd(total),

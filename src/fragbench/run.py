@@ -39,7 +39,15 @@ from fragbench.config import Experiment, load_experiment
 from fragbench.corpus import facts_frame
 from fragbench.errors import BudgetError, SeriesError, UsageError
 from fragbench.interfaces import Backend, Session
-from fragbench.journal import JOURNAL_FILE, Journal, fsync_dir, now, read_journal, spent
+from fragbench.journal import (
+    JOURNAL_FILE,
+    Journal,
+    fsync_dir,
+    make_dirs,
+    now,
+    read_journal,
+    spent,
+)
 from fragbench.ledger import Ledger, ledger_path
 from fragbench.plan import PlannedCall, call_reservation, plan_path, verify
 from fragbench.plugins import registry
@@ -87,22 +95,14 @@ def choose_backend(experiment: Experiment, series: str | None, backend: str | No
 
 
 def _make_dirs(path: Path, what: str) -> None:
-    """Create `path` and its missing parents, each made durable in its parent: a power loss
-    must not take a series folder, reservations and all, after calls were billed."""
-    missing = []
     try:
-        while not path.is_dir():
-            if path.exists() or path.is_symlink():
-                raise SeriesError(f"{what} {path}: is not a folder; choose another {what}.")
-            missing.append(path)
-            path = path.parent
-        for folder in reversed(missing):
-            folder.mkdir()
-            fsync_dir(folder.parent)
+        make_dirs(path)
+    except NotADirectoryError as exc:
+        raise SeriesError(f"{what} {exc.filename}: is not a folder; choose another {what}.") \
+            from None
     except OSError as exc:
-        raise SeriesError(f"{what} {missing[0] if missing else path}: cannot be created "
-                          f"({exc.strerror}); choose a writable {what} (nothing was sent)."
-                          ) from None
+        raise SeriesError(f"{what} {exc.filename or path}: cannot be created ({exc.strerror}); "
+                          f"choose a writable {what} (nothing was sent).") from None
 
 
 def existing_series_error(series_dir: Path, name: str) -> SeriesError:
