@@ -15,7 +15,7 @@ $(UV):
 	$(PYTHON) -m venv .bootstrap
 	.bootstrap/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-$(STAMP): $(UV) pyproject.toml uv.lock plugins/fragbench-sliding-window/pyproject.toml
+$(STAMP): $(UV) pyproject.toml uv.lock $(wildcard plugins/*/pyproject.toml)
 	$(UV) sync --frozen --compile-bytecode --python $(PYTHON) --quiet
 	$(VENV)/bin/python -m compileall -q src plugins
 	touch $(STAMP)

@@ -1,0 +1,1 @@
+"""fragbench-anthropic (in progress)."""

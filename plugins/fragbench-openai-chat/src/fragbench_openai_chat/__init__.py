@@ -1,0 +1,1 @@
+"""fragbench-openai-chat (in progress)."""

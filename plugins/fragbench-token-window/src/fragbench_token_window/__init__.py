@@ -1,0 +1,1 @@
+"""fragbench-token-window (in progress)."""
