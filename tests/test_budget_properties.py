@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fragbench.budget import UnknownCost, balance, cost, reservation
 from fragbench.collect import BudgetBook, collect
 from fragbench.config import BackendConfig, Budget, Pricing
-from fragbench.interfaces import BackendFailure, Reply, Request, Usage
+from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
 from fragbench.journal import Journal, read_journal, spent
 from fragbench.ledger import Ledger
 from fragbench.plan import PlannedCall
@@ -85,7 +85,10 @@ def planned(i: int) -> PlannedCall:
 def test_spend_never_passes_the_ceiling(script: dict) -> None:
     budget = Budget(id="b", ceiling_usd=script["ceiling"], prior_spend_usd=script["prior"],
                     framing_tokens=FRAMING)
-    backend = BackendConfig(name="m", plugin="scripted", params={"model": "m"}, pricing=PRICING)
+    contract = Contract(model="m", output_ceiling=script["max_out"],
+                        usage_fields=frozenset(COST_FIELDS))
+    backend = BackendConfig(name="m", plugin="scripted", params={"model": "m"}, pricing=PRICING,
+                            contract=contract)
     calls = [planned(i) for i in range(len(script["sizes"]))]
     reservations = {c.seq: reservation(size, PRICING, script["max_out"], FRAMING)
                     for c, size in zip(calls, script["sizes"], strict=True)}

@@ -18,7 +18,7 @@ from test_budget_properties import PRICING, planned
 from fragbench.budget import UnknownCost, cost
 from fragbench.collect import collect
 from fragbench.config import BackendConfig
-from fragbench.interfaces import BackendFailure, Reply, Request, Usage
+from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
 from fragbench.journal import Journal, read_journal
 
 USAGE = Usage(input_tokens=1000, cached_tokens=0, cache_write_tokens=0, output_tokens=100,
@@ -66,7 +66,10 @@ def run(tmp_path: Path, script: list[tuple[str, str, str | None]] | Raises,
         tier: str | None = None, reserved: Decimal = Decimal(1),
         input_bound: int | None = None) -> tuple[object, int, list[dict]]:
     params = {"model": "m"} if tier is None else {"model": "m", "service_tier": tier}
-    backend = BackendConfig(name="m", plugin="scripted", params=params, pricing=PRICING)
+    contract = Contract(model="m", output_ceiling=10**6, usage_fields=frozenset(COST_FIELDS),
+                        service_tier=tier)
+    backend = BackendConfig(name="m", plugin="scripted", params=params, pricing=PRICING,
+                            contract=contract)
     calls = [planned(i) for i in range(3)]
     tmp_path.mkdir(exist_ok=True)
     journal = Journal(tmp_path / "journal.jsonl")

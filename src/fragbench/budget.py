@@ -2,7 +2,7 @@
 
 - A call's reservation bounds what it can cost: every UTF-8 byte of its text counted as one token
   (a token is at least one byte), plus the framing tokens, all priced at the highest input-side
-  rate (cache write), plus `max_output_tokens` at the output rate.
+  rate (cache write), plus the backend's declared output ceiling at the output rate.
 - A call's cost comes from the usage the provider reports (see `cost`).
 - The balance is the ceiling, less the prior spend, less what every journal drawing on the same
   budget recorded: a call's cost when its outcome is known, its whole reservation otherwise.
@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import attrs
+
 from fragbench.config import Budget, Pricing
-from fragbench.interfaces import Usage
+from fragbench.interfaces import COST_FIELDS, Usage
 
 
-def reservation(text_bytes: int, pricing: Pricing, max_output_tokens: int,
+def reservation(text_bytes: int, pricing: Pricing, output_ceiling: int,
                 framing_tokens: int) -> Decimal:
     input_side = Decimal(text_bytes + framing_tokens) * pricing.highest_input_rate
-    output_side = Decimal(max_output_tokens) * pricing.output
+    output_side = Decimal(output_ceiling) * pricing.output
     return (input_side + output_side) / pricing.per_tokens
 
 
@@ -27,7 +29,8 @@ class UnknownCost(ValueError):
     """The usage cannot be priced from the frozen table; the message says why."""
 
 
-def cost(usage: Usage | None, pricing: Pricing, check_context: bool = True) -> Decimal:
+def cost(usage: Usage | None, pricing: Pricing, check_context: bool = True,
+         usage_fields: frozenset[str] = frozenset(COST_FIELDS)) -> Decimal:
     """(input − cached − cache_write) × input + cached × cached_input + cache_write × cache_write
     + output × output, per `pricing.per_tokens`; reasoning tokens are part of output_tokens.
 
@@ -36,16 +39,14 @@ def cost(usage: Usage | None, pricing: Pricing, check_context: bool = True) -> D
     cached tokens, so both parts are subtracted from it; if they add up to more than the total,
     the usage is inconsistent and the cost unknown rather than guessed. `check_context=False`
     prices an input beyond the short-context limit at the frozen rates anyway: a lower bound,
-    used to count an unknown cost at no less than the evidence.
+    used to count an unknown cost at no less than the evidence. A field outside `usage_fields`
+    (the backend's contract: the provider has no such concept) is priced as zero, whatever a
+    response says of it.
     """
     if usage is None:
         raise UnknownCost("the response carries no usage")
-    fields = {
-        "input_tokens": usage.input_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-        "output_tokens": usage.output_tokens,
-    }
+    usage = attrs.evolve(usage, **{f: 0 for f in COST_FIELDS if f not in usage_fields})
+    fields = {name: getattr(usage, name) for name in COST_FIELDS}
     missing = [name for name, value in fields.items() if value is None]
     if missing:
         raise UnknownCost(f"the usage lacks {', '.join(missing)}")

@@ -16,11 +16,12 @@ inconnu"; no automatic retry or resume):
 - changed model: the first response's model must be the requested one or a dated snapshot of
   it (`name-YYYY-MM-DD`); a later response whose model differs from the first one's is recorded,
   then the series stops;
-- unknown cost: no usage or a usage field missing, a usage the request could not produce (more
-  output tokens than its `max_output_tokens`, more input tokens than its byte bound plus the
-  framing tokens), a service tier echoed back other than the one asked, a model outside the
-  frozen pricing table, an input beyond its short-context limit, or a cost above the call's
-  reservation: recorded (the reported figures kept for a person to read), then the series stops.
+- unknown cost: no usage or a usage field missing (of those the backend's contract declares),
+  a usage the request could not produce (more output tokens than the contract's output
+  ceiling, more input tokens than its byte bound plus the framing tokens), a service tier
+  echoed back other than the contract's, a model outside the frozen pricing table, an input
+  beyond its short-context limit, or a cost above the call's reservation: recorded (the
+  reported figures kept for a person to read), then the series stops.
 An `incomplete` response, a refusal and an unparseable answer are recorded and collection goes
 on. A call with no known cost (every technical failure, every unknown cost) stays counted at its
 whole reservation, or more when a possible usage at the frozen rates shows more (another service
@@ -119,7 +120,7 @@ def impossible(usage: Usage | None, input_bound: int | None, max_output: int | N
     if max_output is not None and usage.output_tokens is not None \
             and usage.output_tokens > max_output:
         return (f"{usage.output_tokens} output tokens reported, more than the request's "
-                f"max_output_tokens of {max_output}")
+                f"output ceiling of {max_output}")
     if input_bound is not None:
         for name in ("input_tokens", "cached_tokens", "cache_write_tokens"):
             value = getattr(usage, name)
@@ -141,24 +142,25 @@ def _priced(reply: Reply, backend: BackendConfig, reserved: Decimal, input_bound
     pricing = backend.pricing
     if pricing is None:
         return Decimal(0), None, Decimal(0)
-    max_output = backend.params.get("max_output_tokens")
-    why = impossible(reply.usage, input_bound, max_output if isinstance(max_output, int)
-                     else None)
+    contract = backend.contract
+    assert contract is not None  # the config sets one for every priced backend
+    why = impossible(reply.usage, input_bound, contract.output_ceiling)
     if why is not None:
         return None, f"impossible usage: {why}", reserved
     try:
-        at_rates = cost(reply.usage, pricing, check_context=False)
+        at_rates = cost(reply.usage, pricing, check_context=False,
+                        usage_fields=contract.usage_fields)
     except UnknownCost as exc:
         return None, str(exc), reserved
     unknown = None
-    asked_tier = backend.params.get("service_tier")
+    asked_tier = contract.service_tier
     if asked_tier is not None and reply.service_tier != asked_tier:
         unknown = f"service tier {reply.service_tier!r} came back, {asked_tier!r} was asked"
     elif reply.model is None or not any(model_matches(m, reply.model) for m in pricing.models):
         unknown = f"model {reply.model!r} has no price in the frozen table"
     else:
         try:
-            cost(reply.usage, pricing)
+            cost(reply.usage, pricing, usage_fields=contract.usage_fields)
         except UnknownCost as exc:
             unknown = str(exc)
     if unknown is not None:
@@ -265,7 +267,8 @@ class _Collection:
         self.on_progress(_progress(call, len(self.calls), status, self.spent_here, self.book))
 
     def run(self) -> Stop | None:
-        expected_model = self.backend.params.get("model")
+        contract = self.backend.contract
+        expected_model = contract.model if contract is not None else None
         first_model: str | None = None
         calls, book = self.calls, self.book
         for index, call in enumerate(calls):

@@ -19,7 +19,8 @@ import attrs
 
 from fragbench.columns import MONEY_DECIMALS
 from fragbench.corpus import Case, load_corpus
-from fragbench.errors import ConfigError, FragbenchError
+from fragbench.errors import ConfigError, FragbenchError, PluginError
+from fragbench.interfaces import Contract
 
 MODES = ("retrieval", "full")
 
@@ -59,6 +60,8 @@ class BackendConfig:
     params: dict[str, Any]
     pricing: Pricing | None
     """Set for a billed backend: it draws on the experiment's budget."""
+    contract: Contract | None = None
+    """What the backend declares for these parameters; set whenever `pricing` is."""
 
 
 @attrs.frozen
@@ -243,6 +246,33 @@ def _pricing(reader: _Reader) -> Pricing:
     )
 
 
+def _contract(backend: Any, params: dict[str, Any], where: str) -> Contract:
+    """The backend's declared contract for a priced series, or one line saying what is wrong
+    with it, naming the plugin: the budget is never computed from a guessed parameter."""
+    from fragbench.plugins import describe
+
+    who = describe("backend", backend)
+    guide = "(docs/adding-a-backend.md); fix or uninstall that plugin"
+    method = getattr(backend, "contract", None)
+    if not callable(method):
+        raise PluginError(f"{where}: {who} declares no contract(params): a backend with a "
+                          "pricing table must say its model, output-token ceiling and usage "
+                          f"fields {guide}.")
+    try:
+        contract = method(dict(params))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PluginError(f"{where}: {who} could not state its contract from these parameters "
+                          f"({type(exc).__name__}: {exc}) {guide}.") from None
+    if not isinstance(contract, Contract):
+        raise PluginError(f"{where}: {who} returned {type(contract).__name__} from contract(), "
+                          f"not a fragbench.interfaces.Contract {guide}.")
+    problems = contract.problems()
+    if problems:
+        raise PluginError(f"{where}: {who} declares an unusable contract: "
+                          f"{'; '.join(problems)} {guide}.")
+    return contract
+
+
 def _resolve(base: Path, relative: str) -> Path:
     return (base / relative).resolve()
 
@@ -332,7 +362,10 @@ def load_experiment(path: Path) -> Experiment:
         if backend.is_model and pricing is None:
             raise table.fail("pricing", "is missing: a model backend draws on the budget and "
                              "needs its pricing table")
-        backends[name] = BackendConfig(name=name, plugin=plugin, params=params, pricing=pricing)
+        contract = _contract(backend, params, f"{config_path}: backends.{name}") \
+            if pricing is not None else None
+        backends[name] = BackendConfig(name=name, plugin=plugin, params=params, pricing=pricing,
+                                       contract=contract)
     default_backend = r.text("default_backend")
     if default_backend not in backends:
         raise r.fail("default_backend", f"names {default_backend!r}, which is not among the "

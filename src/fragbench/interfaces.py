@@ -89,9 +89,20 @@ class Request:
     """(fact ID, sentence) pairs in the order they are shown."""
 
 
+COST_FIELDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens")
+"""The usage fields the cost formula reads (fragbench.budget.cost)."""
+
+
 @attrs.frozen
 class Usage:
-    """Token counts as the provider reported them; None where a field was absent."""
+    """Token counts as the provider reported them; None where a field was absent.
+
+    In the core's terms, whatever the provider calls them: `input_tokens` is every input token
+    of the request, cached and cache-write tokens included (a provider that reports them apart,
+    as the Messages API does, adds them up); `cached_tokens` were read from a cache and
+    `cache_write_tokens` written to one; `output_tokens` includes reasoning tokens, which
+    `reasoning_tokens` details.
+    """
 
     input_tokens: int | None
     cached_tokens: int | None
@@ -152,6 +163,52 @@ class Session(Protocol):
     def close(self) -> None: ...
 
 
+@attrs.frozen
+class Contract:
+    """What a priced backend promises about a series, declared from its config parameters.
+
+    The core budgets with these, never with a parameter name it guesses: the reservation
+    prices `output_ceiling` output tokens, a usage above it is impossible, and the stop rules
+    compare the model and tier that come back with `model` and `service_tier`.
+    """
+
+    model: str
+    """The model the series asks for: a response from another one stops the series."""
+    output_ceiling: int
+    """The most output tokens (reasoning included) one call can bill: the backend sends it as
+    the request's limit, under whatever name its API gives it."""
+    usage_fields: frozenset[str]
+    """The COST_FIELDS the provider has a concept of and reports. A field left out (no cache on
+    a Chat Completions server) is priced as zero; a field declared here but missing from a
+    response leaves the call's cost unknown, and the series stops."""
+    service_tier: str | None = None
+    """The tier a response must echo for the frozen prices to hold; None when the provider
+    reports none."""
+
+    def problems(self) -> list[str]:
+        """What makes this contract unusable, in words; empty when it holds."""
+        found = []
+        if not isinstance(self.model, str) or not self.model:
+            found.append("model must be a non-empty string")
+        if not isinstance(self.output_ceiling, int) or isinstance(self.output_ceiling, bool) \
+                or self.output_ceiling < 1:
+            found.append(f"output_ceiling must be a positive integer, not "
+                         f"{self.output_ceiling!r}")
+        fields = set(self.usage_fields) if isinstance(self.usage_fields, (set, frozenset)) \
+            else None
+        if fields is None:
+            found.append("usage_fields must be a frozenset of field names")
+        else:
+            unknown = sorted(fields - set(COST_FIELDS))
+            if unknown:
+                found.append(f"usage_fields names {', '.join(unknown)}, not among "
+                             f"{', '.join(COST_FIELDS)}")
+            lacking = [f for f in ("input_tokens", "output_tokens") if f not in fields]
+            if lacking:
+                found.append(f"usage_fields must include {' and '.join(lacking)}")
+        return found
+
+
 @runtime_checkable
 class Backend(Protocol):
     name: str
@@ -161,6 +218,12 @@ class Backend(Protocol):
 
     def check_params(self, params: dict[str, Any]) -> None:
         """Raise ValueError with one sentence when the config's parameters are unusable."""
+        ...
+
+    def contract(self, params: dict[str, Any]) -> Contract:
+        """What a series with these (checked) parameters promises; see Contract. Required of a
+        backend whose config has a pricing table; called at load, so `freeze`, `plan` and
+        `run` all refuse a backend that cannot say it."""
         ...
 
     def open(self, params: dict[str, Any]) -> Session:

@@ -81,10 +81,10 @@ def schedule(experiment: Experiment, retrieval_table: Any) -> list[PlannedCall]:
 
 def call_reservation(call: PlannedCall, backend: BackendConfig, experiment: Experiment) -> Decimal:
     """What the call reserves from the budget under `backend`: zero for an unpriced backend."""
-    if backend.pricing is None:
+    if backend.pricing is None or backend.contract is None:
         return Decimal(0)
     return reservation(len(request_text(call.request).encode("utf-8")), backend.pricing,
-                       int(backend.params["max_output_tokens"]), experiment.budget.framing_tokens)
+                       backend.contract.output_ceiling, experiment.budget.framing_tokens)
 
 
 def main_retrieval(experiment: Experiment) -> Any:

@@ -18,8 +18,9 @@
   connection) means the server may have received and billed it.
 - Each call sends only its own instructions and input: no `previous_response_id`, no
   conversation, `store=False`, `tools=[]`.
-- The key comes from OPENAI_API_KEY; the endpoint is the SDK's (OPENAI_BASE_URL may point it at
-  another server), recorded without any user-info or query part.
+- The key comes from OPENAI_API_KEY. The endpoint is OPENAI_BASE_URL when set, else the
+  config's optional `base_url` (an OpenAI-compatible server that speaks the Responses API),
+  else the SDK's default; it is recorded without any user-info or query part.
 - Only the response body is kept, never a header: headers can carry account identifiers
   (`openai-organization`, `openai-project`) and a redirect's `location` can carry anything. The
   request ID is read from `x-request-id`.
@@ -39,7 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from fragbench.errors import FragbenchError
 from fragbench.hookspecs import hookimpl
-from fragbench.interfaces import BackendFailure, Reply, Request, Usage
+from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
 
 REQUIRED: dict[str, type | tuple[type, ...]] = {
     "model": str,
@@ -49,6 +50,11 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
     "store": bool,
     "timeout_seconds": (int, float),
 }
+OPTIONAL: dict[str, type | tuple[type, ...]] = {
+    "base_url": str,
+}
+"""`base_url` points the series at an OpenAI-compatible server that speaks the Responses API;
+OPENAI_BASE_URL, when set, takes precedence over it, as the SDK's own default does."""
 
 
 T = TypeVar("T")
@@ -131,6 +137,13 @@ def _public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def base_url(params: dict[str, Any]) -> str | None:
+    """OPENAI_BASE_URL when set, else the config's `base_url`, else None (the SDK's default):
+    the environment comes first, as it does for the SDK, so that a test or a user can point any
+    series at another server without editing a frozen config."""
+    return os.environ.get("OPENAI_BASE_URL") or params.get("base_url") or None
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -206,6 +219,7 @@ class OpenAISession:
         self.timeout = float(params["timeout_seconds"])
         self.abandoned = False
         self.client = openai.OpenAI(api_key=api_key, max_retries=0, timeout=self.timeout,
+                                    base_url=base_url(params),
                                     http_client=_http_client(self.timeout))
         self.endpoint = _public_url(str(self.client.base_url))
 
@@ -306,11 +320,19 @@ class OpenAIBackend:
             value = params[key]
             if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
                 raise ValueError(f"{key} has the wrong type ({type(value).__name__})")
-        extra = sorted(set(params) - set(REQUIRED))
+        for key, kind in OPTIONAL.items():
+            if key in params and not isinstance(params[key], kind):
+                raise ValueError(f"{key} has the wrong type ({type(params[key]).__name__})")
+        extra = sorted(set(params) - set(REQUIRED) - set(OPTIONAL))
         if extra:
             raise ValueError(f"unknown parameter(s) {', '.join(extra)}")
         if params["max_output_tokens"] < 1 or params["timeout_seconds"] <= 0:
             raise ValueError("max_output_tokens and timeout_seconds must be positive")
+
+    def contract(self, params: dict[str, Any]) -> Contract:
+        return Contract(model=params["model"], output_ceiling=params["max_output_tokens"],
+                        usage_fields=frozenset(COST_FIELDS),
+                        service_tier=params["service_tier"])
 
     def open(self, params: dict[str, Any]) -> OpenAISession:
         key = os.environ.get("OPENAI_API_KEY", "").strip()
