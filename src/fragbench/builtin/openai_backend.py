@@ -1,21 +1,10 @@
 """Built-in backend `openai`: the OpenAI Responses API through the official SDK.
 
 - Exactly one HTTP request per call: the client is built with `max_retries=0` (the SDK retries
-  twice by default, with no idempotency key, so a retry could be billed twice) and redirects
-  are never followed. The SDK's HTTP client follows them by default, which re-sends the POST on
-  a 307/308 and turns it into a GET on a 301/302/303; the client given to the SDK here forces
-  `follow_redirects=False` on every send, whatever the SDK passes per request, and a 3xx answer
-  is a technical failure (`http_error`, its message saying the redirect was not followed).
-- `timeout_seconds` bounds the whole call: connect, send, wait and read the entire body. The
-  SDK's own timeout bounds each phase and each read separately, so a server trickling its body
-  could keep a call alive indefinitely. The request therefore runs in a worker thread and the
-  call is abandoned at the deadline (`timeout`). The thread is a daemon: an abandoned read never
-  holds the process at exit; what it might still receive is discarded.
-- What is known about a failed request is said. Only a failure to open the connection (connect
-  or TLS handshake, e.g. connection refused) or a URL scheme the client cannot speak proves the
-  request never left this machine (`never_sent=True`, nothing billed). Anything later (timeout,
-  dropped connection, HTTP error, unreadable answer, including on a reused keep-alive
-  connection) means the server may have received and billed it.
+  twice by default, with no idempotency key, so a retry could be billed twice), redirects are
+  never followed (a 3xx is a technical failure, `http_error`), and `timeout_seconds` bounds
+  the whole call; see `fragbench.transport` for these and for what a failed request says
+  about billing (`never_sent` only where the request provably never left this machine).
 - Each call sends only its own instructions and input: no `previous_response_id`, no
   conversation, `store=False`, `tools=[]`.
 - The key comes from OPENAI_API_KEY. The endpoint is OPENAI_BASE_URL when set, else the
@@ -33,14 +22,22 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 from fragbench.errors import FragbenchError
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
+from fragbench.transport import (
+    MAY_BE_BILLED,
+    PastDeadline,
+    connection_failure,
+    endpoint,
+    no_redirects,
+    public_url,
+    within,
+)
+
+ENV_URL = "OPENAI_BASE_URL"
 
 REQUIRED: dict[str, type | tuple[type, ...]] = {
     "model": str,
@@ -55,93 +52,6 @@ OPTIONAL: dict[str, type | tuple[type, ...]] = {
 }
 """`base_url` points the series at an OpenAI-compatible server that speaks the Responses API;
 OPENAI_BASE_URL, when set, takes precedence over it, as the SDK's own default does."""
-
-
-T = TypeVar("T")
-
-MAY_BE_BILLED = "the server may have received and billed it"
-NEVER_SENT = "the request never left this machine and nothing was billed"
-
-
-class _PastDeadline(Exception):
-    """The worker did not finish the request in time."""
-
-
-def _within(seconds: float, work: Callable[[], T]) -> T:
-    """Run `work` in a daemon thread and wait for it at most `seconds`.
-
-    The SDK offers no deadline for a whole request, and a thread is exact: the caller returns at
-    the deadline whatever the socket is doing. The abandoned thread keeps its connection until
-    its own per-read timeout, the server closing, or the process exiting.
-    """
-    results: list[T] = []
-    errors: list[BaseException] = []
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            results.append(work())
-        except BaseException as exc:  # handed to the caller, which decides what it means
-            errors.append(exc)
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="fragbench-openai-request", daemon=True).start()
-    if not done.wait(seconds):
-        raise _PastDeadline
-    if errors:
-        raise errors[0]
-    return results[0]
-
-
-def _innermost(exc: BaseException) -> BaseException:
-    """The first error of a chain, for its name. httpcore2 keeps the OSError it wraps only as
-    its argument, not as its cause, so an argument that is an exception is followed too."""
-    while True:
-        inner = exc.__cause__
-        if inner is None and exc.args and isinstance(exc.args[0], BaseException):
-            inner = exc.args[0]
-        if inner is None:
-            return exc
-        exc = inner
-
-
-def _http_client(timeout: float) -> Any:
-    """The SDK's default HTTP client (its limits and timeouts), never following a redirect.
-
-    The SDK may set `follow_redirects` per request (it does for some providers), which would
-    override a client-wide setting; overriding `send`, through which every request of the client
-    goes, holds whatever the SDK passes.
-    """
-    import openai
-
-    class NoRedirects(openai.DefaultHttpxClient):
-        def send(self, request: Any, **kwargs: Any) -> Any:
-            kwargs["follow_redirects"] = False
-            return super().send(request, **kwargs)
-
-    return NoRedirects(timeout=timeout, follow_redirects=False)
-
-
-def _public_url(url: str) -> str:
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host  # an IPv6 address keeps its brackets
-    try:
-        port = parts.port
-    except ValueError:
-        raise FragbenchError(f"the endpoint {urlunsplit((parts.scheme, host, parts.path, '', ''))}"
-                             " has an invalid port; check OPENAI_BASE_URL (nothing was sent)."
-                             ) from None
-    netloc = f"{host}:{port}" if port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def base_url(params: dict[str, Any]) -> str | None:
-    """OPENAI_BASE_URL when set, else the config's `base_url`, else None (the SDK's default):
-    the environment comes first, as it does for the SDK, so that a test or a user can point any
-    series at another server without editing a frozen config."""
-    return os.environ.get("OPENAI_BASE_URL") or params.get("base_url") or None
 
 
 def _int(value: Any) -> int | None:
@@ -210,18 +120,17 @@ def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
 
 class OpenAISession:
     def __init__(self, params: dict[str, Any], api_key: str) -> None:
-        import httpx2  # the SDK's HTTP client: its errors tell where a request failed
         import openai  # heavy: only when a series actually opens
 
         self._openai = openai
-        self._httpx = httpx2
         self.params = params
         self.timeout = float(params["timeout_seconds"])
         self.abandoned = False
         self.client = openai.OpenAI(api_key=api_key, max_retries=0, timeout=self.timeout,
-                                    base_url=base_url(params),
-                                    http_client=_http_client(self.timeout))
-        self.endpoint = _public_url(str(self.client.base_url))
+                                    base_url=endpoint(ENV_URL, params),
+                                    http_client=no_redirects(openai.DefaultHttpxClient,
+                                                             self.timeout))
+        self.endpoint = public_url(str(self.client.base_url), ENV_URL)
 
     def _post(self, request: Request) -> tuple[str, int, str | None]:
         """The one HTTP request, body read to its end: (body text, status, request ID)."""
@@ -242,36 +151,17 @@ class OpenAISession:
         return (raw.http_response.text, raw.http_response.status_code,
                 raw.headers.get("x-request-id"))
 
-    def _connection_failure(self, exc: BaseException) -> BackendFailure:
-        httpx2 = self._httpx
-        cause = exc.__cause__
-        root = _innermost(exc)
-        detail = type(root).__name__ if root is not exc else "no detail"
-        # Both are raised before a byte of HTTP is written: ConnectError only while opening the
-        # connection (TCP connect, TLS handshake), UnsupportedProtocol before any connection.
-        # Redirects are never followed, so neither can come from a second hop after a first
-        # request went out.
-        if isinstance(cause, httpx2.UnsupportedProtocol):
-            return BackendFailure("connection", "the endpoint's URL scheme is neither http nor "
-                                  f"https (check OPENAI_BASE_URL); {NEVER_SENT}",
-                                  never_sent=True)
-        if isinstance(cause, httpx2.ConnectError):
-            what = "connection refused" if isinstance(root, ConnectionRefusedError) else \
-                "the connection could not be opened"
-            return BackendFailure("connection", f"{what} ({detail}); {NEVER_SENT}",
-                                  never_sent=True)
-        return BackendFailure("connection", f"connection error ({detail}); {MAY_BE_BILLED}")
-
     def send(self, request: Request) -> Reply:
         openai = self._openai
         try:
-            text, http_status, request_id = _within(self.timeout, lambda: self._post(request))
-        except (_PastDeadline, openai.APITimeoutError) as exc:
-            self.abandoned = isinstance(exc, _PastDeadline)
+            text, http_status, request_id = within(self.timeout, lambda: self._post(request),
+                                                   "fragbench-openai-request")
+        except (PastDeadline, openai.APITimeoutError) as exc:
+            self.abandoned = isinstance(exc, PastDeadline)
             raise BackendFailure("timeout", f"the request timed out after {self.timeout:g} s; "
                                  f"{MAY_BE_BILLED}") from None
         except openai.APIConnectionError as exc:
-            raise self._connection_failure(exc) from None
+            raise connection_failure(exc, ENV_URL) from None
         except openai.APIStatusError as exc:
             code = exc.status_code
             if 300 <= code < 400:
