@@ -1,0 +1,1 @@
+"""fragbench's test kit for plugin authors (in progress)."""

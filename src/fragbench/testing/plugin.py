@@ -1,0 +1,1 @@
+"""pytest plugin of the fragbench test kit (in progress)."""
