@@ -65,11 +65,17 @@ def cost(usage: Usage | None, pricing: Pricing, check_context: bool = True,
         )
     total = (
         uncached * pricing.input
-        + usage.cached_tokens * pricing.cached_input
-        + usage.cache_write_tokens * pricing.cache_write
+        + usage.cached_tokens * _rate(pricing.cached_input)
+        + usage.cache_write_tokens * _rate(pricing.cache_write)
         + usage.output_tokens * pricing.output
     )
     return total / pricing.per_tokens
+
+
+def _rate(rate: Decimal | None) -> Decimal:
+    """A rate the table leaves out applies only to a usage field the contract leaves out, which
+    is zero (the config refuses a declared field without its rate)."""
+    return Decimal(0) if rate is None else rate
 
 
 def usd(amount: Decimal) -> str:

@@ -309,13 +309,36 @@ def compare(
 
 
 @app.command()
-def plugins() -> None:
-    """List the registered chunkers, scorers, backends and measures."""
-    from fragbench.plugins import registry
+def plugins(
+    experiments: Annotated[Path | None, typer.Option(
+        help="An experiment folder, or a folder of them, whose configs' backends to list "
+             "[default: ./experiments when it exists].")] = None,
+) -> None:
+    """List the registered plugins with their packages, and the backends each config defines."""
+    from fragbench.errors import UsageError
+    from fragbench.plugins import config_backends, registry
 
-    for e in sorted(registry().entries, key=lambda e: (e.kind, e.name)):
+    folder = experiments if experiments is not None else Path("experiments")
+    if experiments is not None and not folder.is_dir():
+        raise UsageError(f"--experiments {folder}: no such folder; point to an experiment "
+                         "folder or a folder of them.")
+    reg = registry()
+    for e in sorted(reg.entries, key=lambda e: (e.kind, e.name)):
         where = "built-in" if e.builtin else "plugin"
         say(f"{e.kind:<8} {e.name:<18} {e.origin} {e.version} ({where})")
+    if not folder.is_dir():
+        return
+    registered = set(reg.names("backend"))
+    for found in config_backends(folder):
+        if found.problem is not None:
+            say(f"config   {found.config}: {found.problem}")
+            continue
+        shown = []
+        for name, plugin in found.backends:
+            missing = "" if plugin in registered else ", NOT INSTALLED"
+            default = ", default" if name == found.default else ""
+            shown.append(f"{name} (plugin {plugin}{missing}{default})")
+        say(f"config   {found.config}: --backend {' | '.join(shown) or 'none defined'}")
 
 
 def main() -> None:

@@ -31,8 +31,10 @@ class Pricing:
 
     models: tuple[str, ...]
     input: Decimal
-    cached_input: Decimal
-    cache_write: Decimal
+    cached_input: Decimal | None
+    """None where the table has no cached-input price: the backend's contract must then not
+    declare cached tokens (a provider without a cache)."""
+    cache_write: Decimal | None
     output: Decimal
     per_tokens: int
     max_input_tokens: int
@@ -42,7 +44,7 @@ class Pricing:
 
     @property
     def highest_input_rate(self) -> Decimal:
-        return max(self.input, self.cached_input, self.cache_write)
+        return max(r for r in (self.input, self.cached_input, self.cache_write) if r is not None)
 
 
 @attrs.frozen
@@ -215,6 +217,8 @@ def _exact_per_token(reader: _Reader, pricing: Pricing) -> None:
     times these amounts, so they are exact whenever these are."""
     context = Context(prec=80, traps=[Inexact])
     for name in ("input", "cached_input", "cache_write", "output"):
+        if getattr(pricing, name) is None:
+            continue
         try:
             per_token = context.divide(getattr(pricing, name), Decimal(pricing.per_tokens))
         except Inexact:
@@ -236,8 +240,8 @@ def _pricing(reader: _Reader) -> Pricing:
     return Pricing(
         models=reader.texts("models"),
         input=reader.money("input"),
-        cached_input=reader.money("cached_input"),
-        cache_write=reader.money("cache_write"),
+        cached_input=reader.money("cached_input") if "cached_input" in reader.data else None,
+        cache_write=reader.money("cache_write") if "cache_write" in reader.data else None,
         output=reader.money("output"),
         per_tokens=reader.count("per_tokens"),
         max_input_tokens=reader.count("max_input_tokens"),
@@ -364,6 +368,12 @@ def load_experiment(path: Path) -> Experiment:
                              "needs its pricing table")
         contract = _contract(backend, params, f"{config_path}: backends.{name}") \
             if pricing is not None else None
+        if pricing is not None and contract is not None:
+            for field, rate in (("cached_tokens", "cached_input"),
+                                ("cache_write_tokens", "cache_write")):
+                if field in contract.usage_fields and getattr(pricing, rate) is None:
+                    raise table.table("pricing").fail(rate, f"is missing: backend {plugin} "
+                                                      f"reports {field.replace('_', ' ')}")
         backends[name] = BackendConfig(name=name, plugin=plugin, params=params, pricing=pricing,
                                        contract=contract)
     default_backend = r.text("default_backend")

@@ -106,7 +106,8 @@ def _backend_doc(b: BackendConfig) -> dict[str, Any]:
         p = b.pricing
         doc["pricing"] = {
             "models": list(p.models), "per_tokens": p.per_tokens, "input": usd(p.input),
-            "cached_input": usd(p.cached_input), "cache_write": usd(p.cache_write),
+            "cached_input": None if p.cached_input is None else usd(p.cached_input),
+            "cache_write": None if p.cache_write is None else usd(p.cache_write),
             "output": usd(p.output), "max_input_tokens": p.max_input_tokens,
             "read_on": p.read_on, "tier": p.tier, "currency": "USD",
         }
@@ -130,7 +131,11 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
     files += [("prompt", p.path, p.sha256) for p in experiment.prompts.values()]
     files += [("schema", experiment.schema_path, experiment.schema_sha256)]
     packages = {}
-    for name in PACKAGES:
+    # The SDK a backend plugin declares (`packages`) is frozen with the core's: a series on
+    # another provider records that provider's client version too.
+    declared = [getattr(reg.get("backend", b.plugin), "packages", ())
+                for b in experiment.backends.values()]
+    for name in dict.fromkeys([*PACKAGES, *(n for names in declared for n in names)]):
         try:
             packages[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

@@ -13,6 +13,8 @@ import importlib
 import importlib.metadata
 import os
 import sys
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -65,7 +67,9 @@ class Registry:
         known = ", ".join(self.names(kind)) or "none"
         prefix = f"{where}: " if where else ""
         raise PluginError(f"{prefix}no {kind} named {name!r} is registered; the {kind}s that "
-                          f"exist are: {known} (see `fragbench plugins`).")
+                          f"exist are: {known} (see `fragbench plugins`); if a plugin package "
+                          "provides it, install that package (docs/plugins.md, \"Installing a "
+                          "plugin\").")
 
     def get(self, kind: str, name: str, where: str = "") -> Any:
         return self.entry(kind, name, where).obj
@@ -151,3 +155,37 @@ def registry() -> Registry:
 
             impl.function(register=register)
     return Registry(entries)
+
+
+@attrs.frozen
+class ConfigBackends:
+    """The backends one experiment config defines: what `--backend` accepts for it."""
+
+    config: Path
+    backends: tuple[tuple[str, str], ...]
+    """(name, plugin) in the config's order."""
+    default: str | None
+    problem: str | None = None
+    """Why the config could not be read, if it could not."""
+
+
+def config_backends(folder: Path) -> list[ConfigBackends]:
+    """Every `*/config.toml` under `folder` (an experiments folder) or `folder/config.toml`,
+    read for its backend tables only: a quick look for `fragbench plugins`, no validation
+    (that is `fragbench plan`'s job) and no heavy import."""
+    configs = [folder / "config.toml"] if (folder / "config.toml").is_file() else sorted(
+        folder.glob("*/config.toml"))
+    found = []
+    for config in configs:
+        try:
+            data = tomllib.loads(config.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            found.append(ConfigBackends(config, (), None, f"unreadable ({exc})"))
+            continue
+        tables = data.get("backends") if isinstance(data.get("backends"), dict) else {}
+        pairs = tuple((str(name), str(table.get("plugin", "?")) if isinstance(table, dict)
+                       else "?") for name, table in tables.items())
+        default = data.get("default_backend")
+        found.append(ConfigBackends(config, pairs, default if isinstance(default, str)
+                                    else None))
+    return found
