@@ -1,7 +1,8 @@
 # Two commands on a fresh machine with only Python 3.11+ and make: `make demo`, `make test`.
 # uv is bootstrapped into .bootstrap/ with pip, then installs the locked environment (uv.lock)
 # into .venv/, compiled to bytecode once (this environment writes none at run time, so every
-# process would otherwise recompile every module it imports).
+# process would otherwise recompile every module it imports). `--inexact` keeps a plugin that
+# a user installed by hand (docs/plugins.md, "Installing a plugin").
 PYTHON ?= python3
 UV_VERSION := 0.13.9
 UV := .bootstrap/bin/uv
@@ -16,7 +17,7 @@ $(UV):
 	.bootstrap/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 $(STAMP): $(UV) pyproject.toml uv.lock $(wildcard plugins/*/pyproject.toml)
-	$(UV) sync --frozen --compile-bytecode --python $(PYTHON) --quiet
+	$(UV) sync --frozen --inexact --compile-bytecode --python $(PYTHON) --quiet
 	$(VENV)/bin/python -m compileall -q src plugins
 	touch $(STAMP)
 
@@ -36,7 +37,7 @@ test: $(STAMP)
 # The benchmarks need the `bench` dependency group (bm25s, rank-bm25), which the other targets
 # do not install. Corpora go to a temporary folder, removed at the end.
 bench: $(STAMP)
-	$(UV) sync --frozen --compile-bytecode --group bench --quiet
+	$(UV) sync --frozen --inexact --compile-bytecode --group bench --quiet
 	$(VENV)/bin/python benchmarks/bench_collection.py
 	$(VENV)/bin/python benchmarks/bench_process.py
 

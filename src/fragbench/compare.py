@@ -4,7 +4,8 @@
 one LazyFrame per table name, over all of them, with `experiment` and `series` columns.
 `compare(a, b)` joins two series on (case, lang, variant, mode, rep). A cell is compared only
 when both sides answered (status completed or incomplete); any other cell says so, and a
-series that is stopped, interrupted or incomplete is named in the first line.
+series that is stopped, interrupted or incomplete is named in the first line. Series of two
+providers (model backends of different plugins) are compared only when both are complete.
 """
 
 from __future__ import annotations
@@ -92,10 +93,27 @@ def describe(info: dict) -> str:
     return f"{info['series']} ({info['label']}, {kind})"
 
 
+def _refuse_partial_provider_comparison(info_a: dict, info_b: dict) -> None:
+    """Protocol 1.0, Limits: a second provider's series is never presented as a comparison
+    unless it is whole. Two model series of different backend plugins (providers) are compared
+    only when both are complete; a partial one has its own report. Series of one provider, or
+    a model beside the offline baseline, are compared with warnings as before."""
+    if not (info_a["is_model"] and info_b["is_model"]) or \
+            info_a["backend_plugin"] == info_b["backend_plugin"]:
+        return
+    partial = [f"{info['series']} ({info['backend_plugin']}) is {info['state']}"
+               for info in (info_a, info_b) if info["state"] != "complete"]
+    if partial:
+        raise SeriesError(f"{' and '.join(partial)}: series of two providers are compared only "
+                          "when both are complete (protocol 1.0, Limits); read each series' "
+                          "own report instead.")
+
+
 def compare(a: Path, b: Path) -> tuple[list[str], pl.DataFrame]:
     """Warnings (first) and the side-by-side table, one row per planned cell and repetition."""
     info_a, calls_a = _side(a)
     info_b, calls_b = _side(b)
+    _refuse_partial_provider_comparison(info_a, info_b)
     table = calls_a.join(calls_b, on=CELL, how="full", coalesce=True, suffix="_b")
     table = table.rename({c: f"{c}_a" for c in SIDE if c in calls_a.columns})
     answered = ["completed", "incomplete"]
