@@ -1,0 +1,226 @@
+"""The backend contract: what a priced backend declares, checked when its config loads.
+
+A backend that named its output limit `max_tokens` used to pass `freeze` and crash `run` with
+`KeyError: 'max_output_tokens'`; a Chat Completions backend stopped at its first call because
+the core demanded cache fields such servers never report. The core now budgets only from what
+the backend declares (`Contract`), and refuses at load, naming the plugin, a backend that
+cannot declare it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, error_lines, run_cli, run_process
+from test_plugins import fake_distribution, with_path
+
+from fragbench.budget import UnknownCost, cost
+from fragbench.config import Pricing, _contract
+from fragbench.errors import PluginError
+from fragbench.interfaces import COST_FIELDS, Contract, Usage
+
+PROTOCOL_PLAN_SHA256 = "307813dd7cea014a2ea2877fd19afebd4d0b75093f2ff1bfd2320f6d028575d5"
+"""experiments/protocol-1.0/experiment.json as frozen before the second provider and the
+OpenAI-compatible backends were added (commit bce0559): adding them changes nothing in it."""
+
+
+def test_the_openai_series_frozen_plan_is_byte_for_byte_unchanged() -> None:
+    frozen = ROOT / "experiments" / "protocol-1.0" / "experiment.json"
+    assert hashlib.sha256(frozen.read_bytes()).hexdigest() == PROTOCOL_PLAN_SHA256
+    result = run_cli("plan", "experiments/protocol-1.0")
+    assert result.returncode == 0, result.stderr
+    assert "experiment.json is current" in result.stdout
+
+
+class NoContract:
+    name, is_model, label = "toy", True, "toy"
+
+
+class Raising(NoContract):
+    def contract(self, params: dict[str, Any]) -> Contract:
+        return Contract(model=params["model"], output_ceiling=params["max_output_tokens"],
+                        usage_fields=frozenset(COST_FIELDS))
+
+
+class Returning(NoContract):
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def contract(self, params: dict[str, Any]) -> Any:
+        return self.value
+
+
+@pytest.mark.parametrize(("backend", "says"), [
+    (NoContract(), "declares no contract(params)"),
+    (Raising(), "could not state its contract from these parameters (KeyError"),
+    (Returning({"output_ceiling": 10}), "returned dict from contract()"),
+    (Returning(Contract(model="m", output_ceiling=0, usage_fields=frozenset({"input_tokens"}))),
+     "output_ceiling must be a positive integer, not 0; usage_fields must include "
+     "output_tokens"),
+    (Returning(Contract(model="", output_ceiling=5,
+                        usage_fields=frozenset({"input_tokens", "output_tokens", "tokens"}))),
+     "model must be a non-empty string; usage_fields names tokens"),
+])
+def test_a_backend_that_cannot_state_its_contract_is_refused(backend: Any, says: str) -> None:
+    with pytest.raises(PluginError) as raised:
+        _contract(backend, {"model": "m", "max_tokens": 100}, "config.toml: backends.toy")
+    message = str(raised.value)
+    assert message.startswith("config.toml: backends.toy: backend 'toy'"), message
+    assert says in message and "docs/adding-a-backend.md" in message
+
+
+PRICING = Pricing(models=("m",), input=Decimal(2), cached_input=None, cache_write=None,
+                  output=Decimal(8), per_tokens=1_000_000, max_input_tokens=10_000,
+                  read_on="2026-11-30", tier="test")
+
+
+def test_a_usage_field_the_provider_lacks_is_priced_as_zero_and_a_declared_one_must_come(
+) -> None:
+    chat = frozenset({"input_tokens", "output_tokens"})
+    # Whatever a response says of cache fields the contract leaves out, they cost nothing and
+    # every input token is priced at the input rate.
+    usage = Usage(input_tokens=1000, cached_tokens=None, cache_write_tokens=None,
+                  output_tokens=500, reasoning_tokens=None)
+    assert cost(usage, PRICING, usage_fields=chat) == Decimal("0.006")  # 1000*2 + 500*8, /1e6
+    reported = Usage(input_tokens=1000, cached_tokens=600, cache_write_tokens=None,
+                     output_tokens=500, reasoning_tokens=None)
+    assert cost(reported, PRICING, usage_fields=chat) == Decimal("0.006")
+    # A field the contract declares and the response leaves out is an unknown cost.
+    with pytest.raises(UnknownCost, match="lacks cached_tokens"):
+        cost(usage, PRICING, usage_fields=chat | {"cached_tokens"})
+    with pytest.raises(UnknownCost, match="lacks output_tokens"):
+        cost(Usage(1000, None, None, None, None), PRICING, usage_fields=chat)
+
+
+TOY_BACKEND = '''
+from fragbench.hookspecs import hookimpl
+from fragbench.interfaces import Contract
+
+
+class ToyChat:
+    """Names its output limit max_tokens, as Chat Completions does."""
+
+    name = "toy-chat"
+    is_model = True
+    label = "toy chat server"
+
+    def check_params(self, params):
+        if not isinstance(params.get("max_tokens"), int):
+            raise ValueError("max_tokens must be an integer")
+
+    {contract}
+
+    def open(self, params):
+        raise AssertionError("planning never opens a session")
+
+
+@hookimpl
+def register_backends(register):
+    register(ToyChat())
+'''
+
+CONTRACT = '''def contract(self, params):
+        return Contract(model=params["model"], output_ceiling=params["max_tokens"],
+                        usage_fields=frozenset({"input_tokens", "output_tokens"}))'''
+
+TOY_TABLE = '''
+[backends.toy]
+plugin = "toy-chat"
+model = "toy-1"
+max_tokens = 300
+
+[backends.toy.pricing]
+read_on = "2026-11-30"
+tier = "test"
+models = ["toy-1"]
+per_tokens = 1000000
+input = "2"
+output = "8"
+max_input_tokens = 100000
+'''
+
+
+def toy_experiment(experiment: Path, site: Path, contract: str) -> dict[str, str]:
+    fake_distribution(site, "fragbench-toy-chat", "fragbench_toy_chat",
+                      TOY_BACKEND.format(contract=contract))
+    config = experiment / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace("[budget]", TOY_TABLE + "\n[budget]"), encoding="utf-8")
+    return with_path(site)
+
+
+def test_a_backend_that_names_its_limit_max_tokens_is_budgeted_from_its_contract(
+        experiment: Path, tmp_path: Path) -> None:
+    env = toy_experiment(experiment, tmp_path / "site", CONTRACT)
+    frozen = run_process("freeze", str(experiment), env=env)
+    assert frozen.returncode == 0, frozen.stderr
+    shown = run_process("plan", str(experiment), "--backend", "toy", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    review = json.loads(shown.stdout)["review"]
+    first = json.loads(shown.stdout)["plan"]["schedule"][0]
+    # No cache rates in the table: the reservation prices every input-side token at the input
+    # rate and the declared ceiling (max_tokens = 300) at the output rate.
+    expected = (Decimal(first["request_bytes"] + 1024) * 2 + 300 * 8) / 1_000_000
+    assert Decimal(review["reserved_usd"][0]) == expected
+    assert review["frozen_plan"]["current"] is True
+
+
+def test_a_priced_backend_without_a_contract_is_refused_at_freeze(experiment: Path,
+                                                                  tmp_path: Path) -> None:
+    env = toy_experiment(experiment, tmp_path / "site", "")
+    before = (experiment / "experiment.json").read_bytes()
+    result = run_process("freeze", str(experiment), env=env)
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "backends.toy: backend 'toy-chat' (plugin fragbench-toy-chat 0.3) declares no " \
+        "contract(params)" in line
+    assert (experiment / "experiment.json").read_bytes() == before  # nothing half-written
+
+
+def test_a_cache_rate_a_declared_field_needs_is_required(experiment: Path,
+                                                         tmp_path: Path) -> None:
+    declares_cache = CONTRACT.replace('{"input_tokens", "output_tokens"}',
+                                      '{"input_tokens", "cached_tokens", "output_tokens"}')
+    env = toy_experiment(experiment, tmp_path / "site", declares_cache)
+    result = run_process("plan", str(experiment), "--backend", "toy", env=env)
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "backends.toy.pricing.cached_input is missing: backend toy-chat reports cached " \
+        "tokens" in line
+
+
+def test_plugins_shows_what_each_config_accepts_and_what_is_not_installed(
+        experiment: Path, tmp_path: Path) -> None:
+    env = toy_experiment(experiment, tmp_path / "site", CONTRACT)
+    listed = run_process("plugins", "--experiments", str(experiment.parent), env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert any(line.split()[:3] == ["backend", "toy-chat", "fragbench-toy-chat"]
+               and "0.3 (plugin)" in line for line in listed.stdout.splitlines())
+    config_line = [ln for ln in listed.stdout.splitlines() if ln.startswith("config")]
+    assert config_line == [f"config   {experiment / 'config.toml'}: --backend openai (plugin "
+                           "openai, default) | extractive (plugin extractive) | toy (plugin "
+                           "toy-chat)"]
+    # Without the package, the list no longer has it, the config says so, and the config is
+    # refused with one line naming the backends that exist.
+    gone = run_process("plugins", "--experiments", str(experiment.parent))
+    assert "toy-chat (plugin" not in gone.stdout.split("config")[0]
+    assert "toy (plugin toy-chat, NOT INSTALLED)" in gone.stdout
+    refused = run_process("plan", str(experiment))
+    assert refused.returncode == 4
+    [line] = error_lines(refused.stderr)
+    assert "backends.toy.plugin: no backend named 'toy-chat' is registered; the backends " \
+        "that exist are:" in line and "install that package" in line
+
+
+def test_plugins_refuses_an_experiments_folder_that_does_not_exist(tmp_path: Path) -> None:
+    result = run_cli("plugins", "--experiments", str(tmp_path / "nowhere"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert error_lines(result.stderr) == [f"fragbench: --experiments {tmp_path / 'nowhere'}: "
+                                          "no such folder; point to an experiment folder or a "
+                                          "folder of them."]
+
