@@ -224,3 +224,42 @@ def test_plugins_refuses_an_experiments_folder_that_does_not_exist(tmp_path: Pat
                                           "no such folder; point to an experiment folder or a "
                                           "folder of them."]
 
+
+
+BROKEN_MEASURE = '''
+import polars as pl
+from fragbench.hookspecs import hookimpl
+
+
+class Broken:
+    name = "broken-measure"
+    kind = "diagnostic"
+
+    def compute(self, data):
+        return {compute}
+
+
+@hookimpl
+def register_measures(register):
+    register(Broken())
+'''
+
+
+@pytest.mark.parametrize(("returns", "says"), [
+    ("[1, 2]", "returned list; a measure returns a dict of table name"),
+    ("{'../escape': pl.DataFrame({'a': [1]})}", "names a table '../escape'"),
+    ("{'fine': [1, 2]}", "table fine returned list, not a Polars DataFrame"),
+    ("{'fine': 1 / 0}", "failed: ZeroDivisionError: division by zero"),
+])
+def test_a_measure_plugin_that_breaks_its_contract_is_named_and_writes_nothing(
+        extractive: Path, tmp_path: Path, returns: str, says: str) -> None:
+    site = tmp_path / "site"
+    fake_distribution(site, "fragbench-broken", "fragbench_broken",
+                      BROKEN_MEASURE.format(compute=returns))
+    before = {p.name: p.read_bytes() for p in extractive.iterdir() if p.is_file()}
+    result = run_process("measure", str(extractive), "--diagnostic", "broken-measure",
+                         env=with_path(site))
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "measure 'broken-measure' (plugin fragbench-broken 0.3)" in line and says in line
+    assert {p.name: p.read_bytes() for p in extractive.iterdir() if p.is_file()} == before

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from decimal import Context, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,8 @@ import polars as pl
 from fragbench.answers import parse_answer
 from fragbench.budget import usd
 from fragbench.columns import MONEY_PRECISION, MONEY_SCALE, MONEY_TYPE
-from fragbench.errors import SeriesError
-from fragbench.interfaces import MeasureInput
+from fragbench.errors import PluginError, SeriesError
+from fragbench.interfaces import MeasureInput, check_frame
 from fragbench.journal import JOURNAL_FILE, read_journal, spent
 
 # Money columns are exact decimals, never floats: a float sum drifts (0.0030239999999999976
@@ -199,6 +200,32 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
 
 
 MEASURES_FILE = "measures.json"
+TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MEASURE_CONTRACT = ("a measure returns a dict of table name (letters, digits, '_', '.', '-') "
+                    "-> Polars DataFrame")
+
+
+def _measured(measure: Any, data: MeasureInput) -> dict[str, pl.DataFrame]:
+    """A measure's tables, checked before anything is written; a failure inside the plugin or
+    output that breaks the contract is one line naming it and its distribution."""
+    from fragbench.plugins import describe
+
+    who = describe("measure", measure)
+    try:
+        tables = measure.compute(data)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise PluginError(f"{who} failed: {type(exc).__name__}: {first}; fix or uninstall "
+                          "that plugin.") from exc
+    if not isinstance(tables, dict):
+        raise PluginError(f"{who} returned {type(tables).__name__}; {MEASURE_CONTRACT} "
+                          "(docs/plugins.md). Fix or uninstall that plugin.")
+    for name, frame in tables.items():
+        if not isinstance(name, str) or not TABLE_NAME.fullmatch(name):
+            raise PluginError(f"{who} names a table {name!r}; {MEASURE_CONTRACT} "
+                              "(docs/plugins.md). Fix or uninstall that plugin.")
+        check_frame(frame, {}, f"{who}, table {name}", MEASURE_CONTRACT)
+    return tables
 DIAGNOSTICS_DIR = "diagnostics"
 
 
@@ -245,7 +272,7 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
         if measure.kind not in ("primary", "diagnostic"):
             raise SeriesError(f"measure {name} declares kind {measure.kind!r}; a measure is "
                               "primary or diagnostic.")
-        for table_name, frame in measure.compute(data).items():
+        for table_name, frame in _measured(measure, data).items():
             if table_name in tables:
                 raise SeriesError(f"measure {name} writes a table {table_name!r} that another "
                                   "table already has; rename it in the plugin.")
