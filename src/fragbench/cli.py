@@ -106,8 +106,10 @@ def retrieve(
     out: Annotated[Path, typer.Option(help="Output file: .parquet, .csv or .jsonl.")],
     corpus: Annotated[list[Path] | None, typer.Argument(
         help="Case files or folders of them (per-passage mode).")] = None,
-    chunk_size: Annotated[int, typer.Option(min=1, max=INT32_MAX, help="Sentences per chunk.")]
-    = 3,
+    chunk_size: Annotated[int, typer.Option(
+        min=1, max=INT32_MAX, help="Chunk size in the chunker's unit: sentences for "
+                                   "sentence-groups (and with --collection), word tokens for "
+                                   "token-window.")] = 3,
     top_k: Annotated[int, typer.Option(min=1, max=INT32_MAX,
                                        help="Chunks kept per passage (per query with "
                                             "--collection).")] = 1,

@@ -186,19 +186,32 @@ def load_corpus(paths: list[Path]) -> list[Case]:
     return cases
 
 
+PASSAGE_SEPARATOR = " "
+"""A passage's text is its sentences in passage order joined by this: the text that span
+chunkers cut and that character offsets (`start`, `end`) count in."""
+
+
 def sentences_frame(cases: list[Case], langs: list[str] | None = None) -> pl.DataFrame:
     """One row per sentence of every case x language x variant, in passage order.
 
-    Columns: case, lang, variant, position (0-based), fact_id, text.
+    Columns: case, lang, variant, position (0-based), fact_id, text, start, end. `start` and
+    `end` (end exclusive) are the sentence's character offsets (Unicode code points, as Python
+    and Polars count them) in the passage's text, its sentences joined by PASSAGE_SEPARATOR:
+    the coordinates a span chunker returns its chunks in. A chunker that groups whole
+    sentences may ignore them.
     """
-    rows = [
-        (case.id, lang, variant, pos, fid, passage.facts[fid])
-        for case in cases
-        for lang, passage in case.langs.items()
-        if langs is None or lang in langs
-        for variant, order in case.variants.items()
-        for pos, fid in enumerate(order)
-    ]
+    rows = []
+    for case in cases:
+        for lang, passage in case.langs.items():
+            if langs is not None and lang not in langs:
+                continue
+            for variant, order in case.variants.items():
+                start = 0
+                for pos, fid in enumerate(order):
+                    text = passage.facts[fid]
+                    rows.append((case.id, lang, variant, pos, fid, text, start,
+                                 start + len(text)))
+                    start += len(text) + len(PASSAGE_SEPARATOR)
     return pl.DataFrame(
         rows,
         schema={
@@ -208,6 +221,8 @@ def sentences_frame(cases: list[Case], langs: list[str] | None = None) -> pl.Dat
             "position": pl.Int32,
             "fact_id": pl.String,
             "text": pl.String,
+            "start": pl.Int32,
+            "end": pl.Int32,
         },
         orient="row",
     )

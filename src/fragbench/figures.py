@@ -106,11 +106,17 @@ def _title_height(info: dict[str, Any]) -> float:
 def availability_heatmap(availability: pl.DataFrame, stem: Path, info: dict[str, Any]
                          ) -> list[Path]:
     """Case x language x variant against every retrieval setting (and the full passage): how
-    many of the case's condition IDs were supplied, each cell labelled n/total; the cells the
-    calls used (the main setting, the full passage) are outlined."""
+    many of the case's condition IDs were supplied whole, each cell labelled n/total; the cells
+    the calls used (the main setting, the full passage) are outlined. Where a span chunker
+    supplied conditions only cut, the cell says so under its label (`+c cut`) and is hatched;
+    its colour still counts whole conditions only."""
     from matplotlib.patches import Rectangle
 
-    from fragbench.report import setting_order
+    from fragbench.report import has_cuts, setting_order
+
+    cuts = has_cuts(availability)
+    if not cuts:
+        availability = availability.with_columns(pl.lit(0, pl.Int32).alias("n_conditions_cut"))
 
     table = availability.with_columns(
         pl.when(pl.col("mode") == "full").then(pl.lit("full"))
@@ -121,7 +127,7 @@ def availability_heatmap(availability: pl.DataFrame, stem: Path, info: dict[str,
     passages = table["passage"].unique(maintain_order=True).to_list()
     rows = {(r["passage"], r["setting"]): r for r in
             table.select("passage", "setting", "n_conditions_supplied", "n_conditions",
-                         "main_setting").to_dicts()}
+                         "n_conditions_cut", "main_setting").to_dicts()}
     main = {r["setting"] for r in rows.values() if r["main_setting"] and r["setting"] != "full"}
     grid = [[rows[(p, s)]["n_conditions_supplied"] / max(rows[(p, s)]["n_conditions"], 1)
              for s in settings] for p in passages]
@@ -129,17 +135,22 @@ def availability_heatmap(availability: pl.DataFrame, stem: Path, info: dict[str,
              for s in settings]
     caption = ("n/N: condition IDs supplied / the case's condition IDs (exact ID) · "
                "outlined: what the calls were given")
+    if cuts:
+        caption = ("n/N: condition IDs supplied whole / the case's condition IDs (exact ID) · "
+                   "+c cut, hatched: c more only cut (a fragment) · outlined: what the calls "
+                   "were given")
+    row_h = 0.42 if cuts else 0.3  # inches per row: two lines of label in a cell with cuts
     what = "Condition IDs supplied before the model"
     # Inches: the banner, the cells, then two lines of tick labels and the caption.
     left = _width(max(passages, key=len), 9) + 0.15
     cell_w = max(1.15, max(_width(t, 9) for t in ticks) + 0.1)
     top, bottom = _title_height(info) + 0.1, 0.75
     width = max(left + cell_w * len(settings) + 0.15, _width(caption, 8) + 0.3)
-    height = top + 0.3 * len(passages) + bottom
+    height = top + row_h * len(passages) + bottom
     with _drawing():
         fig = _figure(width, height)
         ax = fig.add_axes((left / width, bottom / height, cell_w * len(settings) / width,
-                           0.3 * len(passages) / height))
+                           row_h * len(passages) / height))
         # A mesh, not an image: cell edges fall exactly on pixels, with no resampling seams.
         ax.pcolormesh([j - 0.5 for j in range(len(settings) + 1)],
                       [i - 0.5 for i in range(len(passages) + 1)], grid, cmap="Greens",
@@ -149,8 +160,12 @@ def availability_heatmap(availability: pl.DataFrame, stem: Path, info: dict[str,
         for i, p in enumerate(passages):
             for j, s in enumerate(settings):
                 row = rows[(p, s)]
-                ax.text(j, i, f"{row['n_conditions_supplied']}/{row['n_conditions']}",
-                        ha="center", va="center",
+                label = f"{row['n_conditions_supplied']}/{row['n_conditions']}"
+                if row["n_conditions_cut"]:
+                    label += f"\n+{row['n_conditions_cut']} cut"
+                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
+                                           edgecolor="#8c6d31", linewidth=0))
+                ax.text(j, i, label, ha="center", va="center",
                         color="white" if grid[i][j] > 0.6 else "black")
         for j, s in enumerate(settings):  # the cells the calls used: one outline per run
             used = [rows[(p, s)]["main_setting"] for p in passages] + [False]
@@ -169,7 +184,7 @@ def availability_heatmap(availability: pl.DataFrame, stem: Path, info: dict[str,
             ax.text(-0.6, i, p, ha="right", va="center")
         below = ax.get_xaxis_transform()
         for j, (s, label) in enumerate(zip(settings, ticks, strict=True)):
-            ax.text(j, -0.1 / (0.3 * len(passages)), label, transform=below, ha="center",
+            ax.text(j, -0.1 / (row_h * len(passages)), label, transform=below, ha="center",
                     va="top", fontweight="bold" if s in main else "normal")
         fig.text(0.5, PAD / height, caption, ha="center", va="bottom", fontsize=8)
         _title(fig, info, what)

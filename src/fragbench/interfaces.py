@@ -23,7 +23,22 @@ CHUNK_COLUMNS: dict[str, tuple[str, ...]] = {
     "fact_ids": ("List(String)",),
     "text": ("String",),
 }
-"""What a chunker returns: column -> the dtypes accepted (checked, naming the plugin)."""
+"""What a sentence chunker returns: column -> the dtypes accepted (checked, naming the plugin)."""
+
+INTEGER_DTYPES = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64")
+
+SPAN_COLUMNS: dict[str, tuple[str, ...]] = {
+    "case": ("String",),
+    "lang": ("String",),
+    "variant": ("String",),
+    "chunk": INTEGER_DTYPES,
+    "start": INTEGER_DTYPES,
+    "end": INTEGER_DTYPES,
+}
+"""What a span chunker (`output = "spans"`) returns; the core derives the rest."""
+
+CHUNK_OUTPUTS = ("sentences", "spans")
+"""What a chunker's optional `output` attribute may say; absent means "sentences"."""
 
 SCORE_DTYPES = ("Float64", "Float32", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16",
                 "UInt32", "UInt64")
@@ -47,15 +62,36 @@ def check_frame(frame: Any, columns: dict[str, tuple[str, ...]], who: str, what:
 
 @runtime_checkable
 class Chunker(Protocol):
+    """Cuts every passage into chunks, all passages at once.
+
+    Two optional attributes, read with getattr so that a chunker written before they existed
+    keeps working unchanged:
+
+    - `output`: "sentences" (the default) or "spans", what `chunk` returns (below);
+    - `overlap`: True when chunks may share sentences or characters (a sliding window). A
+      chunker without it promises that its chunks, in chunk order, hold each sentence (or,
+      for spans, each non-whitespace character of the passage) exactly once, in passage
+      order; the test kit checks that promise (`fragbench.spans.coverage_problems`).
+    """
+
     name: str
 
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
-        """Group sentences into chunks.
+        """Cut every passage into chunks.
 
         `sentences` has one row per sentence: case, lang, variant, position (0-based, passage
-        order), fact_id, text. Return one row per chunk: case, lang, variant, chunk (0-based, in
+        order), fact_id, text, start, end (the sentence's character offsets in the passage's
+        text, its sentences joined by one space; end exclusive). More columns may come in
+        later versions: select the ones you use.
+
+        Output "sentences": one row per chunk: case, lang, variant, chunk (0-based, in
         passage order), fact_ids (list, passage order), text (the sentences joined by one
         space).
+
+        Output "spans": one row per chunk: case, lang, variant, chunk (0-based, in passage
+        order), start, end (integers, 0 <= start < end <= the passage's length: the
+        characters start..end-1 of the passage's text). The core derives text, fact_ids
+        (every fact the span touches), whole_fact_ids and cut_fact_ids.
         """
         ...
 
@@ -86,7 +122,8 @@ class Request:
     schema: dict[str, Any]
     question: str
     supplied: tuple[tuple[str, str], ...]
-    """(fact ID, sentence) pairs in the order they are shown."""
+    """(fact ID, text shown) pairs in the order they are shown: the fact's sentence, or under a
+    span chunker the characters of it that the selected chunk holds (a cut fact's fragment)."""
 
 
 COST_FIELDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens")

@@ -22,11 +22,13 @@ import attrs
 from fragbench import text
 from fragbench.budget import reservation, usd
 from fragbench.config import BackendConfig, Experiment
+from fragbench.corpus import sentences_frame
 from fragbench.errors import PlanMismatch
 from fragbench.interfaces import Request
-from fragbench.plugins import registry
+from fragbench.plugins import describe, registry
 from fragbench.requests import build_request, request_sha256, request_text
-from fragbench.retrieval import retrieve, selected_facts
+from fragbench.retrieval import retrieve
+from fragbench.spans import chunker_output, supplied
 
 PLAN_FILE = "experiment.json"
 PLAN_FORMAT = 1
@@ -57,8 +59,14 @@ def schedule(experiment: Experiment, retrieval_table: Any) -> list[PlannedCall]:
     """The ordered calls. Blocks of one repetition x case x language, repetition outermost so
     that repetitions are spread in time; each block holds each variant x mode once, and the
     combination that opens a block rotates by one from block to block. Deterministic: no
-    randomization is claimed."""
-    selected = selected_facts(retrieval_table, experiment.chunk_size, experiment.top_k)
+    randomization is claimed.
+
+    A retrieval call is given the selected chunks' facts (`fragbench.spans.supplied`): whole
+    sentences under a sentence chunker, and under a span chunker each touched fact's
+    characters inside the span; a full call every sentence whole."""
+    selected = supplied(retrieval_table, sentences_frame(experiment.cases,
+                                                         list(experiment.languages)),
+                        experiment.chunk_size, experiment.top_k)
     order = block_order(experiment.variants, experiment.modes)
     calls: list[PlannedCall] = []
     block = 0
@@ -67,13 +75,16 @@ def schedule(experiment: Experiment, retrieval_table: Any) -> list[PlannedCall]:
             for lang in experiment.languages:
                 start = block % len(order)
                 for variant, mode in order[start:] + order[:start]:
-                    supplied = (selected[(case.id, lang, variant)] if mode == "retrieval"
-                                else list(case.variants[variant]))
+                    if mode == "retrieval":
+                        pairs = selected.get((case.id, lang, variant), [])
+                        ids, texts = [f for f, _ in pairs], [t for _, t in pairs]
+                    else:
+                        ids, texts = list(case.variants[variant]), None
                     call_id = f"{case.id}-{lang}-{variant}-{mode}-r{rep}"
                     calls.append(PlannedCall(
                         seq=len(calls) + 1, id=call_id, case=case.id, lang=lang,
-                        variant=variant, mode=mode, rep=rep, supplied_ids=tuple(supplied),
-                        request=build_request(experiment, case, lang, call_id, supplied),
+                        variant=variant, mode=mode, rep=rep, supplied_ids=tuple(ids),
+                        request=build_request(experiment, case, lang, call_id, ids, texts),
                     ))
                 block += 1
     return calls
@@ -114,9 +125,29 @@ def _backend_doc(b: BackendConfig) -> dict[str, Any]:
     return doc
 
 
+def schedule_entry(call: PlannedCall, reserved: Decimal, spans: bool) -> dict[str, Any]:
+    """One call of the plan's schedule. Under a span chunker (`spans`) the entry also lists the
+    text shown for each supplied ID (`supplied_texts`: a cut fact's fragment), so that the
+    measures check citations against what was given; a sentence chunker's entry leaves it out
+    (each ID was shown its whole sentence), so its plan is what it was before spans existed."""
+    entry: dict[str, Any] = {
+        "seq": call.seq, "id": call.id, "case": call.case, "lang": call.lang,
+        "variant": call.variant, "mode": call.mode, "rep": call.rep,
+        "supplied_ids": list(call.supplied_ids)}
+    if spans:
+        entry["supplied_texts"] = [text for _, text in call.request.supplied]
+    entry.update({
+        "request_sha256": request_sha256(call.request),
+        "request_bytes": len(request_text(call.request).encode("utf-8")),
+        "reserved_usd": usd(reserved)})
+    return entry
+
+
 def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -> dict[str, Any]:
     """The plan as a JSON-ready dict, computed from the files and code as they are now."""
     reg = registry()
+    chunker = reg.get("chunker", experiment.chunker)
+    spans = chunker_output(chunker, describe("chunker", chunker)) == "spans"
     base = experiment.dir
     calls = calls if calls is not None else schedule(experiment, main_retrieval(experiment))
     default = experiment.backends[experiment.default_backend]
@@ -183,14 +214,7 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
             "total_reservation_usd": usd(sum(reserved, Decimal(0))),
             "fits": sum(reserved, Decimal(0)) <= available,
         },
-        "schedule": [
-            {"seq": c.seq, "id": c.id, "case": c.case, "lang": c.lang, "variant": c.variant,
-             "mode": c.mode, "rep": c.rep, "supplied_ids": list(c.supplied_ids),
-             "request_sha256": request_sha256(c.request),
-             "request_bytes": len(request_text(c.request).encode("utf-8")),
-             "reserved_usd": usd(r)}
-            for c, r in zip(calls, reserved, strict=True)
-        ],
+        "schedule": [schedule_entry(c, r, spans) for c, r in zip(calls, reserved, strict=True)],
     }
 
 

@@ -118,8 +118,20 @@ def setting_order(labelled: pl.DataFrame) -> list[str]:
     return [*retrieval["setting"].unique(maintain_order=True).to_list(), "full"]
 
 
+def has_cuts(availability: pl.DataFrame) -> bool:
+    """Whether any condition was supplied only cut (a span chunker's fragment); tables written
+    before span chunkers existed have no such column, and none was."""
+    return "n_conditions_cut" in availability.columns and bool(
+        availability["n_conditions_cut"].fill_null(0).max() or 0)
+
+
 def availability_matrix(availability: pl.DataFrame) -> pl.DataFrame:
-    """One row per case x language x variant, one column per setting: `n/N: IDs`."""
+    """One row per case x language x variant, one column per setting: `n/N: IDs` (condition
+    IDs supplied whole), followed by `; cut c: IDs` where c more were supplied only cut."""
+    if "n_conditions_cut" not in availability.columns:
+        availability = availability.with_columns(
+            pl.lit(0, pl.Int32).alias("n_conditions_cut"),
+            pl.lit([], dtype=pl.List(pl.String)).alias("conditions_cut"))
     labelled = availability.with_columns(
         pl.when(pl.col("mode") == "full").then(pl.lit("full"))
         .otherwise(pl.format("{}/{}", "chunk_size", "top_k")
@@ -128,6 +140,10 @@ def availability_matrix(availability: pl.DataFrame) -> pl.DataFrame:
         (pl.format("{}/{}", "n_conditions_supplied", "n_conditions")
          + pl.when(pl.col("n_conditions_supplied") > 0)
          .then(pl.lit(": ") + pl.col("conditions_supplied").list.join(" "))
+         .otherwise(pl.lit(""))
+         + pl.when(pl.col("n_conditions_cut") > 0)
+         .then(pl.format("; cut {}: {}", "n_conditions_cut",
+                         pl.col("conditions_cut").list.join(" ")))
          .otherwise(pl.lit(""))).alias("value"),
     )
     order = setting_order(labelled)
@@ -160,10 +176,15 @@ def write_report(series_dir: Path) -> Path:
 
     if "availability" in tables:
         availability_heatmap(tables["availability"], figures / "availability", info)
+        retrieval = plan["parameters"]["retrieval"]
+        cuts = (" A span chunker cuts sentences: `cut c: IDs` follows when c more condition "
+                "IDs were supplied only cut (part of the sentence, a fragment under its ID), "
+                "never counted as supplied." if has_cuts(tables["availability"]) else "")
         out += ["", "## Retrieval: condition IDs available before the model", "",
-                "The sensitivity matrix (chunk size / top-k), all four settings published "
-                "together; the calls use the main setting. Each cell: condition IDs supplied / "
-                "the case's condition IDs, by exact ID. No generation, no cost.", "",
+                f"The sensitivity matrix (chunk size / top-k; chunker `{retrieval['chunker']}`, "
+                "its chunk size in its own unit), every setting published together; the calls "
+                "use the main setting. Each cell: condition IDs supplied whole / the case's "
+                f"condition IDs, by exact ID.{cuts} No generation, no cost.", "",
                 f"![Condition IDs supplied per setting]({FIGURES_DIR}/availability.png)", "",
                 markdown_table(availability_matrix(tables["availability"]))]
     if "citations" in tables:

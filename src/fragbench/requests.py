@@ -1,13 +1,16 @@
 """The exact text each planned call sends, built from the prompt files and the selection.
 
 `retrieval` mode supplies only the sentences of the selected chunks (main setting), in passage
-order; `full` mode supplies every sentence in variant order. Both use the same prompt.
+order; `full` mode supplies every sentence in variant order. Both use the same prompt. Under a
+span chunker a retrieval call shows each fact the selected spans touch with only the characters
+inside the span (`fragbench.spans.supplied`): a cut fact is shown as its fragment, under its ID.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from fragbench.config import Experiment
@@ -21,10 +24,13 @@ def canonical_json(value: Any) -> str:
 
 
 def build_request(experiment: Experiment, case: Case, lang: str, call_id: str,
-                  supplied_ids: list[str]) -> Request:
+                  supplied_ids: Sequence[str], texts: Sequence[str] | None = None) -> Request:
+    """The call's request. `texts`, one per supplied ID, is what is shown for it; None shows
+    each fact's whole sentence (a sentence chunker's selection, and the full passage)."""
     prompt = experiment.prompts[lang]
     passage = case.langs[lang]
-    supplied = tuple((fid, passage.facts[fid]) for fid in supplied_ids)
+    shown = [passage.facts[fid] for fid in supplied_ids] if texts is None else list(texts)
+    supplied = tuple(zip(supplied_ids, shown, strict=True))
     sentences = "\n".join(prompt.sentence_template.format(id=fid, text=text)
                           for fid, text in supplied)
     return Request(

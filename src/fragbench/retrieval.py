@@ -5,6 +5,11 @@ separate computation. Selection belongs to the core, not the scorer: rank by sco
 first), ties to the chunk that comes first in the passage. Scores are compared after rounding to
 12 decimals, so that two ratios equal on paper but a last bit apart in floating point (1/sqrt(2)
 and 3/sqrt(18)) count as tied.
+
+A chunker returns whole sentences or character spans of the passage (`fragbench.spans`): either
+way the core checks the output against the interface the chunker declares and derives the same
+chunk columns (fact_ids, whole_fact_ids, cut_fact_ids, text, start, end), so scoring, selection
+and the measures never ask which kind of chunker made a chunk.
 """
 
 from __future__ import annotations
@@ -15,8 +20,22 @@ import polars as pl
 
 from fragbench.corpus import Case, questions_frame, sentences_frame
 from fragbench.errors import PluginError
-from fragbench.interfaces import CHUNK_COLUMNS, SCORE_DTYPES, Chunker, Scorer, check_frame
+from fragbench.interfaces import (
+    CHUNK_COLUMNS,
+    SCORE_DTYPES,
+    SPAN_COLUMNS,
+    Chunker,
+    Scorer,
+    check_frame,
+)
 from fragbench.plugins import describe
+from fragbench.spans import (
+    SPAN_CONTRACT,
+    check_spans,
+    chunker_output,
+    from_sentences,
+    from_spans,
+)
 
 PASSAGE = ["case", "lang", "variant"]
 TIE_DECIMALS = 12
@@ -25,15 +44,26 @@ RETRIEVAL_SCHEMA = {
     "case": "case ID",
     "lang": "language code of the passage",
     "variant": "sentence order (A, B, ...)",
-    "chunk_size": "sentences per chunk asked of the chunker",
+    "chunk_size": "the chunk size asked of the chunker, in its unit (sentences for a sentence "
+                  "chunker such as sentence-groups; word tokens for token-window)",
     "top_k": "chunks kept per passage",
     "chunk": "0-based index of the chunk in passage order",
-    "fact_ids": "fact IDs of the chunk's sentences, passage order (space-joined in CSV)",
+    "fact_ids": "fact IDs of every sentence the chunk holds or, for a span chunker, touches "
+                "(whole or cut), passage order (space-joined in CSV)",
+    "whole_fact_ids": "those of fact_ids whose whole sentence is in the chunk (a sentence "
+                      "chunker's: all of them)",
+    "cut_fact_ids": "those of fact_ids the chunk cuts: only part of the sentence is in it (a "
+                    "sentence chunker's: none)",
     "score": "the scorer's score",
     "rank": "1..top_k for selected chunks, null otherwise",
     "selected": "whether the chunk is among the top_k",
     "tied": "whether another chunk of the same passage and chunk size has the same score",
-    "text": "the chunk's sentences joined by one space",
+    "text": "the chunk's sentences joined by one space; for a span chunker, the passage's "
+            "characters start..end-1 (the passage is its sentences joined by one space)",
+    "start": "a span chunker's chunk: its first character's 0-based offset in the passage; null "
+             "for a sentence chunker (its chunk need not be one stretch of text)",
+    "end": "a span chunker's chunk: one past its last character (end exclusive); null for a "
+           "sentence chunker",
 }
 
 
@@ -53,6 +83,21 @@ def _call(kind: str, plugin: Any, method: str, *args: Any) -> Any:
                           "fix or uninstall that plugin.") from exc
 
 
+def chunk_passages(chunker: Chunker, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+    """One chunk size's chunks of every passage, as the core reads them: the chunker's output,
+    checked against its declared interface (naming the plugin), with the derived columns
+    (`fragbench.spans`): fact_ids, whole_fact_ids, cut_fact_ids, text, start, end."""
+    who = describe("chunker", chunker)
+    output = chunker_output(chunker, who)
+    frame = _call("chunker", chunker, "chunk", sentences, size)
+    if output == "spans":
+        check_frame(frame, SPAN_COLUMNS, who, SPAN_CONTRACT)
+        check_spans(frame, sentences, who)
+        return from_spans(frame, sentences)
+    check_frame(frame, CHUNK_COLUMNS, who, CHUNKER_CONTRACT)
+    return from_sentences(frame)
+
+
 def score_chunks(
     cases: list[Case],
     chunker: Chunker,
@@ -63,11 +108,9 @@ def score_chunks(
     """Chunks of every passage at every chunk size, scored in one batch. Each plugin's output
     is checked against its documented columns, naming the plugin, before the core reads it."""
     sentences = sentences_frame(cases, langs)
-    frames = []
-    for size in chunk_sizes:
-        frame = _call("chunker", chunker, "chunk", sentences, size)
-        check_frame(frame, CHUNK_COLUMNS, describe("chunker", chunker), CHUNKER_CONTRACT)
-        frames.append(frame.with_columns(pl.lit(size, pl.Int32).alias("chunk_size")))
+    frames = [chunk_passages(chunker, sentences, size)
+              .with_columns(pl.lit(size, pl.Int32).alias("chunk_size"))
+              for size in chunk_sizes]
     chunks = pl.concat(frames, how="vertical_relaxed")
     scored = _call("scorer", scorer, "score", chunks, questions_frame(cases, langs))
     who = describe("scorer", scorer)
@@ -100,8 +143,8 @@ def select(scored: pl.DataFrame, top_ks: list[int]) -> pl.DataFrame:
         for k in top_ks
     ]
     table = pl.concat(frames).with_columns(pl.col("rank").is_not_null().alias("selected"))
-    first = ["case", "lang", "variant", "chunk_size", "top_k", "chunk", "fact_ids", "score",
-             "rank", "selected", "tied"]
+    first = ["case", "lang", "variant", "chunk_size", "top_k", "chunk", "fact_ids",
+             "whole_fact_ids", "cut_fact_ids", "score", "rank", "selected", "tied"]
     rest = [c for c in table.columns if c not in first and not c.startswith("_")]
     return table.select(first + rest).sort(["case", "lang", "variant", "chunk_size", "top_k",
                                             "chunk"])
@@ -125,7 +168,9 @@ def retrieve(
 
 def selected_facts(table: pl.DataFrame, chunk_size: int, top_k: int) -> dict[tuple[str, str, str],
                                                                             list[str]]:
-    """(case, lang, variant) -> the fact IDs of the selected chunks, in passage order."""
+    """(case, lang, variant) -> the fact IDs of the selected chunks, in passage order: the IDs
+    of what the plan gives a retrieval call (`fragbench.spans.supplied`, which adds the text
+    shown under each, a fragment where a span cut the sentence)."""
     chosen = (
         table.filter(
             pl.col("selected"), pl.col("chunk_size") == chunk_size, pl.col("top_k") == top_k

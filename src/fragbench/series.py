@@ -93,6 +93,10 @@ CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
     "counted_usd": (MONEY, f"what the budget counts, USD ({MONEY_TYPE}): the cost if known, "
                            "else the reservation or, if larger, the usage at the frozen rates"),
     "supplied_ids": (pl.List(pl.String), "fact IDs given to the model, in the order shown"),
+    "supplied_texts": (pl.List(pl.String), "the text shown under each supplied ID, in the same "
+                                           "order: its sentence, or under a span chunker the "
+                                           "characters of it inside the selected span (a cut "
+                                           "fact's fragment)"),
     "request_sha256": (pl.String, "sha256 of the exact request text, as frozen"),
     "parsed": (pl.Boolean, "the answer text is valid JSON for the schema"),
     "parse_error": (pl.String, "why not"),
@@ -154,8 +158,13 @@ def series_state(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def calls_table(plan: dict[str, Any], info: dict[str, Any],
-                records: list[dict[str, Any]]) -> pl.DataFrame:
-    """One row per planned call, sent or not, from the plan and the journal."""
+                records: list[dict[str, Any]], facts: pl.DataFrame | None = None
+                ) -> pl.DataFrame:
+    """One row per planned call, sent or not, from the plan and the journal.
+
+    `supplied_texts` comes from the plan where it lists them (a span chunker's plan); a plan
+    that does not showed each supplied ID its whole sentence, taken from `facts` (case, lang,
+    fact_id, text) when given, else left null."""
     reserves = {r["call_id"]: r for r in records if r.get("type") == "reserve"}
     outcomes = {r["call_id"]: r for r in records if r.get("type") == "outcome"}
     stops = {r["call_id"]: r for r in records if r.get("type") == "stop"}
@@ -187,7 +196,9 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
             "reasoning_tokens": usage.get("reasoning_tokens"),
             "cost_usd": known, "cost_unknown": out.get("cost_unknown"),
             "reserved_usd": reserved, "counted_usd": counted,
-            "supplied_ids": planned["supplied_ids"], "request_sha256": planned["request_sha256"],
+            "supplied_ids": planned["supplied_ids"],
+            "supplied_texts": planned.get("supplied_texts"),
+            "request_sha256": planned["request_sha256"],
             "parsed": parsed.parsed if parsed else None,
             "parse_error": parsed.error if parsed else None,
             "answer": parsed.answer if parsed else None,
@@ -196,7 +207,32 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
             "text": out.get("text"), "raw_response": out.get("raw"),
             "redacted": bool(out.get("redacted")) if out else None,
         })
-    return pl.DataFrame(rows, schema={k: dtype for k, (dtype, _) in CALLS_SCHEMA.items()})
+    table = pl.DataFrame(rows, schema={k: dtype for k, (dtype, _) in CALLS_SCHEMA.items()})
+    return table if facts is None else _sentences_where_unlisted(table, facts)
+
+
+def _sentences_where_unlisted(calls: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+    """Fill a null `supplied_texts` with the whole sentence of each supplied ID."""
+    whole = (
+        calls.with_row_index("_row")
+        .filter(pl.col("supplied_texts").is_null())
+        .select("_row", "case", "lang", pl.col("supplied_ids").alias("fact_id"))
+        .explode("fact_id")
+        .drop_nulls("fact_id")
+        .join(facts.select("case", "lang", "fact_id", "text"), on=["case", "lang", "fact_id"],
+              how="left", maintain_order="left")
+        .group_by("_row", maintain_order=True)
+        .agg(pl.col("text").alias("_whole"))
+    )
+    return (
+        calls.with_row_index("_row")
+        .join(whole, on="_row", how="left", maintain_order="left")
+        .with_columns(pl.coalesce(
+            "supplied_texts", "_whole",
+            pl.when(pl.col("supplied_ids").is_not_null())  # nothing supplied, nothing shown
+            .then(pl.lit([], dtype=pl.List(pl.String)))).alias("supplied_texts"))
+        .drop("_row", "_whole")
+    )
 
 
 MEASURES_FILE = "measures.json"
@@ -251,7 +287,7 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise SeriesError(f"{series_dir}: a recorded table is missing or unreadable ({exc}).") \
             from None
-    calls = calls_table(plan, info, records)
+    calls = calls_table(plan, info, records, facts)
     main = plan["parameters"]["retrieval"]
     data = MeasureInput(facts=facts, retrieval=retrieval, calls=calls,
                         main_setting=(main["chunk_size"], main["top_k"]))

@@ -9,6 +9,12 @@ Each citation of every parsed answer gets one reason, the first that applies, in
 - `misattributed`: exact in another supplied sentence, not in the cited one;
 - `not_verbatim`: exact in no supplied sentence.
 
+"Supplied sentence" means the text the call showed under that ID (calls' `supplied_texts`):
+the whole sentence, or under a span chunker the fragment of it inside the selected span. An
+extract from the part of a cut sentence that was not shown is `not_verbatim`: the model cannot
+have copied it from what it was given. When one ID was shown more than once (two selected
+chunks cut one sentence), the extract is valid if it is in any of its texts.
+
 Exact means exact: no case, space, quote or accent folding. A second level, `*_folded`, reported
 beside it and never merged into it, folds only typographic variants, in the extract and the
 sentences alike: Unicode NFC; every run of whitespace, non-breaking spaces included, to one
@@ -75,34 +81,62 @@ def fold(expr: pl.Expr) -> pl.Expr:
 def _classify(cites: pl.DataFrame, supplied: pl.DataFrame, facts: pl.DataFrame,
               suffix: str) -> pl.DataFrame:
     """cites: _row, call_id, case, lang, supplied_ids, id, extract (already folded or not);
-    supplied: call_id, fact_id, text; facts: case, lang, fact_id, text."""
-    elsewhere = (
+    supplied: call_id, fact_id, text (one row per text shown; an ID may have several);
+    facts: case, lang, fact_id, text."""
+    found = pl.col("text").str.contains(pl.col("extract"), literal=True)
+    matches = (
         cites.select("_row", "call_id", "id", "extract")
         .join(supplied, on="call_id")
-        .filter(pl.col("fact_id") != pl.col("id"),
-                pl.col("text").str.contains(pl.col("extract"), literal=True))
-        .select("_row").unique()
-        .with_columns(pl.lit(True).alias("_elsewhere"))
+        .group_by("_row")
+        .agg(
+            (pl.col("fact_id") == pl.col("id")).any().alias("_supplied"),
+            ((pl.col("fact_id") == pl.col("id")) & found).any().alias("_in_cited"),
+            ((pl.col("fact_id") != pl.col("id")) & found).any().alias("_elsewhere"),
+        )
     )
     in_case = facts.select("case", "lang", pl.col("fact_id").alias("id"),
                            pl.lit(True).alias("_known"))
-    cited = supplied.select("call_id", pl.col("fact_id").alias("id"),
-                            pl.col("text").alias("_cited_text"))
     reason = (
         pl.when(pl.col("_known").is_null()).then(pl.lit("unknown_id"))
-        .when(pl.col("_cited_text").is_null()).then(pl.lit("not_supplied"))
+        .when(~pl.col("_supplied").fill_null(False)).then(pl.lit("not_supplied"))
         .when(pl.col("extract").str.strip_chars() == "").then(pl.lit("empty_extract"))
-        .when(pl.col("_cited_text").str.contains(pl.col("extract"), literal=True))
-        .then(pl.lit("valid"))
-        .when(pl.col("_elsewhere").fill_null(False)).then(pl.lit("misattributed"))
+        .when(pl.col("_in_cited")).then(pl.lit("valid"))
+        .when(pl.col("_elsewhere")).then(pl.lit("misattributed"))
         .otherwise(pl.lit("not_verbatim"))
     )
     return (
         cites.join(in_case, on=["case", "lang", "id"], how="left")
-        .join(cited, on=["call_id", "id"], how="left")
-        .join(elsewhere, on="_row", how="left")
+        .join(matches, on="_row", how="left")
         .select("_row", reason.alias(f"reason{suffix}"))
     )
+
+
+def _shown(calls: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+    """call_id, fact_id, text: one row per text a call showed, under its ID. Where a call
+    lists no supplied_texts (null, or a calls frame without the column) each supplied ID was
+    shown its whole sentence."""
+    if "supplied_texts" not in calls.columns:
+        calls = calls.with_columns(pl.lit(None, pl.List(pl.String)).alias("supplied_texts"))
+    listed = pl.col("supplied_texts").is_not_null()
+    keys = ["case", "lang", "fact_id"]
+    sentences = facts.select(*keys, "text")
+    fragments = (
+        calls.filter(listed)
+        .select("call_id", "case", "lang", pl.col("supplied_ids").alias("fact_id"),
+                pl.col("supplied_texts").alias("text"))
+        .explode("fact_id", "text")
+        .drop_nulls("fact_id")
+        .join(sentences.select(keys), on=keys)  # an ID the case lacks is shown nothing known
+    )
+    whole = (
+        calls.filter(~listed)
+        .select("call_id", "case", "lang", pl.col("supplied_ids").alias("fact_id"))
+        .explode("fact_id")
+        .drop_nulls("fact_id")
+        .join(sentences, on=keys)
+    )
+    return pl.concat([fragments.select("call_id", "fact_id", "text"),
+                      whole.select("call_id", "fact_id", "text")])
 
 
 class Citations:
@@ -123,14 +157,7 @@ class Citations:
             .unnest("c")
             .with_row_index("_row")
         )
-        supplied = (
-            calls.select("call_id", "case", "lang", pl.col("supplied_ids").alias("fact_id"))
-            .explode("fact_id")
-            .drop_nulls("fact_id")
-            .join(data.facts.select("case", "lang", "fact_id", "text"),
-                  on=["case", "lang", "fact_id"])
-            .select("call_id", "fact_id", "text")
-        )
+        supplied = _shown(calls, data.facts)
         exact = _classify(cites, supplied, data.facts, "")
         folded = _classify(
             cites.with_columns(fold(pl.col("extract"))),

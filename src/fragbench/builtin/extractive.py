@@ -1,7 +1,8 @@
 """Built-in backend `extractive`: an offline reference that is no model.
 
 It answers with the supplied sentences that share a term (the retrieval rule's terms) with the
-question, in the order supplied, and cites each of them whole. It costs nothing, sends nothing
+question, in the order supplied, and cites each of them whole, exactly as shown (under a span
+chunker, a cut fact's fragment). It costs nothing, sends nothing
 anywhere, and is labelled as a non-model baseline wherever it appears: its results are never a
 model's.
 """

@@ -19,6 +19,10 @@ PASSAGE = ["case", "lang", "variant"]
 
 class SlidingWindow:
     name = "sliding-window"
+    overlap = True
+    """Windows share sentences: the core's (and the test kit's) no-overlap coverage check does
+    not apply. No `output` attribute: it returns sentences, the chunker interface it was written
+    against."""
 
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
         ordered = sentences.sort([*PASSAGE, "position"])
