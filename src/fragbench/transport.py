@@ -16,18 +16,30 @@ both, and any backend built on either:
   nothing billed); anything later means the server may have received and billed it.
 - `public_url`: an endpoint as it may be recorded: no user-info, no query.
 - `endpoint`: the environment's base URL first, then the config's, as the SDKs do.
+- `refuse_env_headers`: an SDK that adds headers from the environment (`OPENAI_CUSTOM_HEADERS`,
+  `ANTHROPIC_CUSTOM_HEADERS`) would send something the frozen plan does not show, possibly a
+  credential replacing the one the backend passes: such a session is refused, not opened.
+- `SDKSession`: the session of a backend built on either SDK: one request per call through
+  `with_raw_response`, its body read inside the deadline, every way it can fail turned into
+  the BackendFailure the collector expects, the body parsed as JSON and handed to the
+  backend's reader; `whole` and `clean` are what such readers share (counts that are integers
+  or unknown, text that can be written as UTF-8).
+- `check_types`: the parameter checks every backend starts with (required, optional, unknown,
+  empty, positive).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from fragbench.errors import FragbenchError
-from fragbench.interfaces import BackendFailure
+from fragbench.interfaces import BackendFailure, Reply, Request
 
 T = TypeVar("T")
 
@@ -133,3 +145,121 @@ def connection_failure(exc: BaseException, env_var: str) -> BackendFailure:
             "the connection could not be opened"
         return BackendFailure("connection", f"{what} ({detail}); {NEVER_SENT}", never_sent=True)
     return BackendFailure("connection", f"connection error ({detail}); {MAY_BE_BILLED}")
+
+
+def refuse_env_headers(env_var: str) -> None:
+    """Refuse a session while `env_var` (an SDK's custom-headers variable) is set: its headers
+    would go out with every call, unrecorded, and may replace the key the backend passes."""
+    if os.environ.get(env_var):
+        raise FragbenchError(f"{env_var} is set: its headers would be sent with every call, "
+                             "unrecorded, and could replace the key; unset it and run again "
+                             "(nothing was sent or spent).")
+
+
+def whole(value: Any) -> int | None:
+    """A token count from a response body: an integer, else None (unknown, never guessed; a
+    JSON `true` is no count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def clean(text: str) -> str:
+    """Lone surrogates (from JSON escapes such as \\ud83d) become U+FFFD in the parsed text,
+    so that it can be written as UTF-8; the raw body keeps them as sent."""
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
+
+
+def check_types(params: dict[str, Any], required: dict[str, type | tuple[type, ...]],
+                optional: dict[str, type | tuple[type, ...]],
+                positive: tuple[str, ...] = ()) -> None:
+    """ValueError, one sentence, for a missing, mistyped, empty (a blank string) or unknown
+    parameter, or one of `positive` that is not above zero. A bool is accepted only where
+    bool is the type (TOML `true` is no number)."""
+    for key in required:
+        if key not in params:
+            raise ValueError(f"{key} is missing")
+    for key, value in params.items():
+        kind = required.get(key, optional.get(key))
+        if kind is None:
+            extra = sorted(set(params) - set(required) - set(optional))
+            raise ValueError(f"unknown parameter(s) {', '.join(extra)}")
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise ValueError(f"{key} has the wrong type ({type(value).__name__})")
+        if key in required and isinstance(value, str) and not value.strip():
+            raise ValueError(f"{key} is empty")
+        if key in positive and value <= 0:
+            raise ValueError(f"{key} must be positive, not {value}")
+
+
+class SDKSession:
+    """A session (`fragbench.interfaces.Session`) over an SDK built on httpx2 (openai,
+    anthropic: the same exception classes under the same names): one request per call, within
+    a deadline on the whole call, every way it can fail turned into the BackendFailure the
+    collector expects, the body parsed as JSON and handed to the backend's reader.
+
+    The backend supplies the client it built (`max_retries=0`, `no_redirects`), `post(request)`
+    that sends the call through the SDK's `with_raw_response` (nothing parsed into the SDK's
+    models), and `read(body, text, request_id)` that makes the Reply, raising BackendFailure
+    (or anything else, for a body of the right shape with the wrong types inside) when the body
+    is no `what`.
+
+    `abandoned` is set once a request was left running at the deadline: the client then stays
+    open at `close`, since the abandoned worker may still be inside a socket call, and closing
+    that socket from another thread would free its descriptor's number while the call can
+    still use it. Its connection ends with the worker (its own read timeout, the server, or the
+    exit).
+    """
+
+    def __init__(self, sdk: Any, client: Any, *, timeout: float, env_var: str,
+                 request_id_header: str, post: Callable[[Request], Any],
+                 read: Callable[[Any, str, str | None], Reply], what: str) -> None:
+        self.sdk, self.client, self.timeout, self.env_var = sdk, client, timeout, env_var
+        self.request_id_header, self.post, self.read, self.what = (request_id_header, post,
+                                                                   read, what)
+        self.endpoint = public_url(str(client.base_url), env_var)
+        self.abandoned = False
+
+    def _exchange(self, request: Request) -> tuple[str, int, str | None]:
+        raw = self.post(request)
+        # Read here, inside the deadline, whatever the SDK may have left unread.
+        response = raw.http_response
+        return response.text, response.status_code, response.headers.get(self.request_id_header)
+
+    def send(self, request: Request) -> Reply:
+        sdk = self.sdk
+        try:
+            text, status, request_id = within(self.timeout, lambda: self._exchange(request))
+        except (PastDeadline, sdk.APITimeoutError) as exc:
+            self.abandoned = isinstance(exc, PastDeadline)
+            raise BackendFailure("timeout", f"the request timed out after {self.timeout:g} s; "
+                                 f"{MAY_BE_BILLED}") from None
+        except sdk.APIConnectionError as exc:
+            raise connection_failure(exc, self.env_var) from None
+        except sdk.APIStatusError as exc:
+            code = exc.status_code
+            # A redirect is never followed: that would send the call a second request (307,
+            # 308) or turn it into another one (a GET after 301/302/303).
+            note = f": a redirect, not followed; {MAY_BE_BILLED}" if 300 <= code < 400 else ""
+            raise BackendFailure("http_error", f"HTTP {code} from the API{note}",
+                                 http_status=code, raw=exc.response.text,
+                                 request_id=exc.response.headers.get(self.request_id_header)
+                                 ) from None
+        except Exception as exc:  # the SDK's boundary: a body it cannot read, etc.
+            raise BackendFailure("bad_response", f"the response could not be read "
+                                 f"({type(exc).__name__})") from None
+        try:
+            body = json.loads(text)
+        except (ValueError, RecursionError):
+            raise BackendFailure("bad_body", "the body is not JSON", raw=text,
+                                 http_status=status, request_id=request_id) from None
+        try:
+            return self.read(body, text, request_id)
+        except BackendFailure:
+            raise
+        except Exception as exc:
+            raise BackendFailure("bad_body", f"the body is not a readable {self.what} "
+                                 f"({type(exc).__name__})", raw=text,
+                                 request_id=request_id) from None
+
+    def close(self) -> None:
+        if not self.abandoned:
+            self.client.close()
