@@ -13,6 +13,8 @@ from pathlib import Path
 import polars as pl
 from walkthrough import ROOT, follow
 
+from fragbench.testing.loopback import Server, ok
+
 
 def test_writing_a_chunker_from_scratch(tmp_path: Path) -> None:
     ran = follow(ROOT / "docs" / "writing-a-chunker.md", tmp_path)
@@ -25,3 +27,21 @@ def test_writing_a_chunker_from_scratch(tmp_path: Path) -> None:
     availability = pl.read_parquet(series / "availability.parquet")
     assert "conditions_cut" in availability.columns
     assert (series / "report.md").exists()
+
+
+def test_adding_a_backend_from_scratch(tmp_path: Path) -> None:
+    with Server("chat") as provider:
+        provider.default = ok(model="mini-1")
+        ran = follow(ROOT / "docs" / "adding-a-backend.md", tmp_path,
+                     replace={"http://127.0.0.1:8000/v1": provider.base_url})
+        assert len(provider.requests) == 72  # one request per planned call, no more
+    assert any("passed" in r.stdout for r in ran)  # the kit's fault suite ran and passed
+    assert "72 of 72 calls sent" in ran[-1].stdout
+    series = tmp_path / "fragbench" / "outputs" / "mini-chat" / "mini-chat" / "mini-chat"
+    calls = pl.read_parquet(series / "calls.parquet")
+    assert calls["status"].unique().to_list() == ["completed"]
+    assert calls["cost_usd"].is_not_null().all()
+    # The fake key the doc exports is redacted from everything written.
+    for path in series.rglob("*"):
+        if path.is_file():
+            assert b"mc-your-key" not in path.read_bytes(), path

@@ -6,6 +6,7 @@ A doc marks what the reader does with fenced blocks:
 - ```toml edit=PATH``` : in the TOML file PATH, set each `key = value` line of the block under
   the table header that precedes it in the block (or at the top level), replacing the line
   that sets that key there;
+- ```toml append=PATH``` : add the block's text at the end of PATH;
 - ```sh``` : run each line (comments and blank lines skipped), in order, from the fragbench
   checkout.
 
@@ -38,6 +39,7 @@ class Block:
     lang: str
     file: str | None
     edit: str | None
+    append: str | None
     text: str
 
 
@@ -45,7 +47,8 @@ def blocks(doc: Path) -> list[Block]:
     found = []
     for lang, info, text in FENCE.findall(doc.read_text(encoding="utf-8")):
         attrs_ = dict(part.split("=", 1) for part in info.split() if "=" in part)
-        found.append(Block(lang, attrs_.get("file"), attrs_.get("edit"), text))
+        found.append(Block(lang, attrs_.get("file"), attrs_.get("edit"), attrs_.get("append"),
+                           text))
     return found
 
 
@@ -100,6 +103,9 @@ def follow(doc: Path, tmp: Path, replace: dict[str, str] | None = None
             target.write_text(block.text, encoding="utf-8")
         elif block.edit is not None:
             edit_toml(where / block.edit, block.text)
+        elif block.append is not None:
+            with (where / block.append).open("a", encoding="utf-8") as config:
+                config.write(block.text)
         elif block.lang == "sh":
             for line in block.text.splitlines():
                 line = line.split(" #", 1)[0].strip()
