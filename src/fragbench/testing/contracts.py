@@ -1,0 +1,1010 @@
+"""Contract checks a plugin author calls from a test: each promise the core relies on, checked
+against the plugin itself, failing with an AssertionError that names the promise that broke.
+
+- `check_chunker(chunker, sizes)`: columns and types; chunks numbered 0.. in passage order;
+  deterministic; every sentence (or, for a span chunker, every character) of every passage
+  once and in order, unless the chunker declares `overlap = True` (then at least once).
+- `check_scorer(scorer)`: returns the chunks it got, each once, with a numeric score;
+  deterministic; batch-consistent (one passage at a time, or the rows in another order, give
+  the same scores as all at once).
+- `check_backend(backend, params, server)`: the fault suite, the same for every backend of an
+  API shape: the real collector, through the backend's own session, against the loopback server
+  (see its docstring).
+
+They are plain functions, not fixtures, so that a plugin's own test decides what it passes in
+(its parameters, another chunk size) and reads as what it checks. Why an AssertionError: pytest
+shows its message as the failure, and `pytest.raises(AssertionError)` shows that a check can
+fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import math
+import os
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from pathlib import Path
+from types import EllipsisType
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from fragbench.testing import samples
+from fragbench.testing.loopback import (
+    Action,
+    Server,
+    answer_for,
+    drop,
+    http_error,
+    json_body,
+    ok,
+    raw,
+    redirect,
+    sleep,
+    trickle,
+)
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from fragbench.config import Pricing
+    from fragbench.interfaces import Contract, Reply, Usage
+
+PASSAGE = ("case", "lang", "variant")
+
+FAKE_KEY = "fbkit-canary-7Q2xZ9LmW4vB8nR1-do-not-write"
+"""The key check_backend puts in the environment: no real provider's shape, so that only the
+environment-based redaction can find it, and never a key that could spend money."""
+
+
+def _fail(who: str, promise: str, detail: str) -> AssertionError:
+    return AssertionError(f"{who} breaks its contract ({promise}): {detail}")
+
+
+# -- Chunkers -----------------------------------------------------------------------------------
+
+def _passages(sentences: pl.DataFrame) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    """(case, lang, variant) -> its sentences as dicts, in passage order."""
+    found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in sentences.sort([*PASSAGE, "position"]).iter_rows(named=True):
+        found.setdefault((row["case"], row["lang"], row["variant"]), []).append(row)
+    return found
+
+
+def _name(kind: str, plugin: Any) -> str:
+    return f"{kind} {getattr(plugin, 'name', type(plugin).__name__)!r}"
+
+
+def _chunk(chunker: Any, who: str, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+    """The chunks as the core reads them (`fragbench.retrieval.chunk_passages`): the output
+    checked against the chunker's declared form (columns, types; for spans, offsets within
+    the passage and one row per chunk index), with the derived columns (fact_ids, text, start,
+    end, ...). Whatever the core refuses fails here, with the core's own words."""
+    from fragbench.errors import PluginError
+    from fragbench.retrieval import chunk_passages
+
+    try:
+        return chunk_passages(chunker, sentences, size)
+    except PluginError as exc:
+        if isinstance(exc.__cause__, Exception):  # raised inside the chunker
+            raise _fail(who, "chunk() returns every chunk", f"chunk(sentences, {size}): "
+                        f"{exc}") from exc
+        raise _fail(who, "documented columns and types", f"chunk(sentences, {size}): "
+                    f"{exc}") from None
+
+
+def check_chunker(chunker: Any, sizes: tuple[int, ...] = (1, 2, 3)) -> None:
+    """Check a chunker on the kit's bilingual sentences (`fragbench.testing.samples`) at each
+    chunk size, through the core's own reading of its output.
+
+    Promises checked, each failure naming it:
+    - its declared form: `output` (absent, "sentences" or "spans") and the columns and types
+      of that form (`fragbench.interfaces.CHUNK_COLUMNS` or `SPAN_COLUMNS`); spans within
+      their passage, one per chunk index (the core's checks, `fragbench.spans.check_spans`);
+    - every passage it was given, and no other;
+    - numbering: each passage's chunks are numbered 0, 1, 2, ... in passage order (no chunk
+      starts before the one numbered before it), each sentence chunk's sentences in passage
+      order;
+    - deterministic: the same input twice gives the same chunks, row order included;
+    - coverage: without `overlap = True`, every sentence of every passage exactly once and in
+      order (a span chunker: disjoint spans in order that leave out nothing but white space),
+      the core's own rule (`fragbench.spans.coverage_problems`); with `overlap = True`, every
+      sentence (every non-white-space character) in at least one chunk;
+    - text: a sentence chunker's `text` is its sentences joined by one space.
+    """
+    from fragbench.spans import coverage_problems
+
+    who = _name("chunker", chunker)
+    overlap = getattr(chunker, "overlap", False) is True
+    sentences = samples.sentences()
+    passages = _passages(sentences)
+    for size in sizes:
+        first = _chunk(chunker, who, sentences, size)
+        again = _chunk(chunker, who, sentences, size)
+        if not first.equals(again):
+            raise _fail(who, "deterministic", f"chunk(sentences, {size}) twice gave two "
+                        "different frames")
+        chunks = _chunks_by_passage(first, who, size, passages)
+        for key, rows in chunks.items():
+            where = f"passage {'/'.join(key)} at size {size}"
+            _check_order(who, where, rows, passages[key])
+            if overlap:
+                _check_covered(who, where, rows, passages[key])
+        if not overlap:
+            problems = coverage_problems(first, sentences)
+            if problems:
+                unit = "character" if first["start"].null_count() == 0 else "sentence"
+                raise _fail(who, f"every {unit} once and in order", f"at size {size}, "
+                            f"{problems[0]} (declare overlap = True if chunks are meant to "
+                            "share them)")
+
+
+def _chunks_by_passage(frame: pl.DataFrame, who: str, size: int,
+                       passages: dict[tuple[str, str, str], list[dict[str, Any]]]
+                       ) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in frame.iter_rows(named=True):
+        found.setdefault((row["case"], row["lang"], row["variant"]), []).append(row)
+    missing = sorted(set(passages) - set(found))
+    extra = sorted(set(found) - set(passages))
+    if missing or extra:
+        detail = (f"no chunk for {', '.join('/'.join(k) for k in missing)}" if missing else
+                  f"chunks for passages it was not given: {', '.join('/'.join(k) for k in extra)}")
+        raise _fail(who, "every passage it was given, and no other", f"at size {size}, {detail}")
+    for key, rows in found.items():
+        numbers = sorted(row["chunk"] for row in rows)
+        if numbers != list(range(len(rows))):
+            raise _fail(who, "chunks numbered 0.. in passage order",
+                        f"passage {'/'.join(key)} at size {size} numbers its chunks {numbers}")
+        rows.sort(key=lambda row: row["chunk"])
+    return found
+
+
+def _check_order(who: str, where: str, rows: list[dict[str, Any]],
+                 passage: list[dict[str, Any]]) -> None:
+    """Chunks numbered in passage order; a sentence chunk's sentences in passage order, its
+    text those sentences joined by one space."""
+    position = {s["fact_id"]: s["position"] for s in passage}
+    text = {s["fact_id"]: s["text"] for s in passage}
+    order = " ".join(s["fact_id"] for s in passage)
+    starts = []
+    for row in rows:
+        if row["start"] is not None:  # a span: the core checked it lies within the passage
+            starts.append(row["start"])
+            continue
+        ids = list(row["fact_ids"] or [])
+        unknown = [fid for fid in ids if fid not in position]
+        if unknown or not ids:
+            raise _fail(who, "chunks hold the passage's sentences", f"{where}, chunk "
+                        f"{row['chunk']} holds {' '.join(ids) or 'nothing'}"
+                        + (f": {', '.join(unknown)} not in the passage" if unknown else ""))
+        places = [position[fid] for fid in ids]
+        if places != sorted(set(places)):
+            raise _fail(who, "sentences in passage order", f"{where}, chunk {row['chunk']} "
+                        f"holds {' '.join(ids)}; the passage order is {order}")
+        joined = " ".join(text[fid] for fid in ids)
+        if row["text"] != joined:
+            raise _fail(who, "text is its sentences joined by one space", f"{where}, chunk "
+                        f"{row['chunk']} has text {row['text']!r}, its sentences give "
+                        f"{joined!r}")
+        starts.append(places[0])
+    if any(b < a for a, b in itertools.pairwise(starts)):
+        raise _fail(who, "chunks numbered 0.. in passage order", f"{where}, the chunks start "
+                    f"at {starts} (sentence positions or character offsets) in the order of "
+                    "their numbers")
+
+
+def _check_covered(who: str, where: str, rows: list[dict[str, Any]],
+                   passage: list[dict[str, Any]]) -> None:
+    """With overlap: every sentence in some chunk, or every character that is not white
+    space in some span."""
+    from fragbench.corpus import PASSAGE_SEPARATOR
+
+    spans = [(row["start"], row["end"]) for row in rows if row["start"] is not None]
+    if spans:
+        text = PASSAGE_SEPARATOR.join(s["text"] for s in passage)
+        covered = [False] * len(text)
+        for start, end in spans:
+            covered[start:end] = [True] * (end - start)
+        lost = [i for i, c in enumerate(text) if not c.isspace() and not covered[i]]
+        if lost:
+            raise _fail(who, "every character at least once (overlap = True)", f"{where} "
+                        f"leaves out the characters at {lost[:10]} ({text[lost[0]]!r} first)")
+        return
+    seen = {fid for row in rows for fid in row["fact_ids"]}
+    missing = [s["fact_id"] for s in passage if s["fact_id"] not in seen]
+    if missing:
+        raise _fail(who, "every sentence at least once (overlap = True)",
+                    f"{where} loses {', '.join(missing)}")
+
+
+# -- Scorers ------------------------------------------------------------------------------------
+
+def _check_columns(frame: Any, columns: dict[str, tuple[str, ...]], who: str, what: str) -> None:
+    from fragbench.errors import PluginError
+    from fragbench.interfaces import check_frame
+
+    try:
+        check_frame(frame, columns, who, what)
+    except PluginError as exc:
+        raise _fail(who, "documented columns and types", str(exc)) from None
+
+
+def _call_scorer(scorer: Any, who: str, chunks: pl.DataFrame, questions: pl.DataFrame
+                 ) -> pl.DataFrame:
+    from fragbench.interfaces import SCORE_DTYPES
+    from fragbench.retrieval import SCORER_CONTRACT
+
+    try:
+        scored = scorer.score(chunks, questions)
+    except Exception as exc:
+        raise _fail(who, "score() returns every chunk with a score", f"score() raised "
+                    f"{type(exc).__name__}: {exc}") from exc
+    _check_columns(scored, {**{c: (str(chunks.schema[c]),) for c in chunks.columns},
+                            "score": SCORE_DTYPES}, who, SCORER_CONTRACT)
+    return scored
+
+
+def _scores(frame: pl.DataFrame, who: str, chunks: pl.DataFrame
+            ) -> dict[tuple[Any, ...], float]:
+    """Chunk key -> score; fails unless `frame` holds each chunk it was given exactly once,
+    unchanged, with a finite score."""
+    key_columns = [*PASSAGE, "chunk_size", "chunk"]
+    given = {tuple(r[c] for c in key_columns): r for r in chunks.iter_rows(named=True)}
+    found: dict[tuple[Any, ...], float] = {}
+    for row in frame.iter_rows(named=True):
+        key = tuple(row[c] for c in key_columns)
+        if key not in given:
+            raise _fail(who, "returns the chunks it got", f"a row for chunk {key}, which it "
+                        "was not given")
+        if key in found:
+            raise _fail(who, "returns the chunks it got, one row each", f"chunk {key} twice")
+        changed = [c for c in chunks.columns if row[c] != given[key][c]]
+        if changed:
+            raise _fail(who, "returns the chunks it got", f"chunk {key} comes back with "
+                        f"{', '.join(changed)} changed")
+        score = row["score"]
+        if score is None or (isinstance(score, float) and not math.isfinite(score)):
+            raise _fail(who, "a numeric score for every chunk", f"chunk {key} scores {score!r}")
+        found[key] = score
+    lost = [k for k in given if k not in found]
+    if lost:
+        raise _fail(who, "returns the chunks it got", f"{len(lost)} of {len(given)} chunks "
+                    f"are missing, {lost[0]} first")
+    return found
+
+
+def _same_scores(who: str, promise: str, how: str, expected: dict[tuple[Any, ...], float],
+                 got: dict[tuple[Any, ...], float]) -> None:
+    for key, score in expected.items():
+        if got[key] != score:
+            raise _fail(who, promise, f"{how}, chunk {key} scores {got[key]!r}; the first "
+                        f"call, all chunks at once, gave {score!r}")
+
+
+def check_scorer(scorer: Any, sizes: tuple[int, ...] = (2, 3)) -> None:
+    """Check a scorer on the kit's questions and chunks, as the core builds them (the derived
+    columns and `chunk_size` included), twice over: whole sentences (the built-in
+    sentence-groups chunker at `sizes`) and spans that cut sentences (the kit's
+    `samples.CharacterWindows`).
+
+    Promises checked: it returns the chunks it got, each once and unchanged, with a numeric,
+    finite score (the core's column check too); deterministic (the same call twice gives the
+    same scores); batch-consistent (each passage and chunk size scored alone, and the rows
+    given in reverse order, give each chunk the same score as all at once: selection must not
+    depend on what else was in the batch). Scores are compared exactly: the core ranks on them
+    rounded to 12 decimals, and a last-bit difference can fall on either side of a rounding.
+    """
+    who = _name("scorer", scorer)
+    questions = samples.questions()
+    for chunks in (samples.chunks(sizes), samples.chunks(sizes, samples.CharacterWindows())):
+        form = "span chunks" if chunks["start"].null_count() == 0 else "sentence chunks"
+        whole = _scores(_call_scorer(scorer, who, chunks, questions), who, chunks)
+        again = _scores(_call_scorer(scorer, who, chunks, questions), who, chunks)
+        _same_scores(who, "deterministic", f"{form} scored a second time", whole, again)
+        reverse = chunks.reverse()
+        _same_scores(who, "batch-consistent", f"{form} with the rows in reverse order", whole,
+                     _scores(_call_scorer(scorer, who, reverse, questions), who, reverse))
+        for (case, lang, variant, size), part in chunks.group_by(
+                [*PASSAGE, "chunk_size"], maintain_order=True):
+            alone = _scores(_call_scorer(scorer, who, part, questions), who, part)
+            _same_scores(who, "batch-consistent", f"{form} of passage {case}/{lang}/{variant} "
+                         f"at size {size} scored alone", {k: whole[k] for k in alone}, alone)
+
+
+# -- Backends -----------------------------------------------------------------------------------
+
+ONE_REQUEST = "one request per call, never a retry"
+NO_REDIRECT = "redirects are not followed"
+COST = "usage maps to cost"
+STOPS = "the stop rules"
+NO_SECRET = "no secret written"
+CONTRACT = "its declared contract"
+DEADLINE = "the timeout bounds the whole request"
+READS = "the answer read as sent"
+
+FAST_RETRY = {"retry-after-ms": "1"}
+"""Sent with the error faults: an SDK that retries does so at once, so that a backend that
+retries fails its check fast instead of after the SDK's back-off."""
+
+SHORT_TIMEOUT = 0.5
+"""The timeout the timeout faults run with (the server takes 5 s), on the first call only: the
+stop itself shows the timeout held, so no wall-clock assertion is needed, and a loaded machine
+cannot fail it."""
+LONG_TIMEOUT = 10.0
+"""Every other scenario's timeout: a backend that hangs fails in seconds, not 600."""
+RETRY_GRACE = 1.0
+"""How long a timeout scenario waits before counting requests: an SDK that retries after a
+timeout does so from the abandoned request's thread, after about half a second."""
+
+
+@attrs.frozen
+class _Ran:
+    stop: Any
+    records: list[dict[str, Any]]
+    requests: list[dict[str, Any]]
+    seen: list[Any]
+    """What the session returned or raised, call by call (before the core redacts anything)."""
+    printed: str
+    endpoint: str
+
+    def outcome(self, seq: int) -> dict[str, Any]:
+        return next(r for r in self.records if r.get("type") == "outcome" and r["seq"] == seq)
+
+    def reserved(self, seq: int) -> str:
+        return str(next(r["reserved_usd"] for r in self.records
+                        if r.get("type") == "reserve" and r["seq"] == seq))
+
+
+class _Recorder:
+    """The backend's session, with what it returns and raises kept for the secret check."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.endpoint = session.endpoint
+        self.seen: list[Any] = []
+
+    def send(self, request: Any) -> Reply:
+        try:
+            reply: Reply = self.session.send(request)
+        except Exception as exc:
+            self.seen.append(exc)
+            raise
+        self.seen.append(reply)
+        return reply
+
+    def close(self) -> None:
+        self.session.close()
+
+
+@contextlib.contextmanager
+def _environment(changes: Mapping[str, str | None]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in changes}
+    try:
+        for name, value in changes.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def _inside(folder: Path) -> Iterator[None]:
+    """Work inside `folder`: a backend that writes a file where it stands writes it where the
+    secret check looks."""
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def default_pricing(contract: Contract) -> Pricing:
+    """Protocol 1.0's frozen prices (10 input, 1 cached, 12.50 cache write, 50 output, USD per
+    million tokens) for the contract's model: what check_backend prices with unless given a
+    table. Distinct rates, so that a field read into the wrong place changes the cost."""
+    from fragbench.config import Pricing
+
+    return Pricing(models=(contract.model,), input=Decimal("10"), cached_input=Decimal("1"),
+                   cache_write=Decimal("12.50"), output=Decimal("50"), per_tokens=1_000_000,
+                   max_input_tokens=272_000, read_on="2026-10-08", tier="fragbench.testing")
+
+
+class _Suite:
+    """The fault suite for one backend against one loopback server (check_backend's body)."""
+
+    def __init__(self, backend: Any, params: dict[str, Any], server: Server, pricing: Pricing,
+                 contract: Contract, key_env: str | None, url_env: str | None, via: str,
+                 url_param: str, timeout_param: str | None, root: Path) -> None:
+        from fragbench.config import BackendConfig, Budget
+
+        self.backend, self.params, self.server = backend, params, server
+        self.shape = server.shape
+        self.pricing, self.contract = pricing, contract
+        self.key_env, self.url_env, self.via = key_env, url_env, via
+        self.url_param, self.timeout_param, self.root = url_param, timeout_param, root
+        self.who = _name("backend", backend)
+        self.config = BackendConfig(name=str(getattr(backend, "name", "backend")),
+                                    plugin=str(getattr(backend, "name", "backend")),
+                                    params=params, pricing=pricing, contract=contract)
+        self.budget = Budget(id="fragbench-testing", ceiling_usd=Decimal("1000"),
+                             prior_spend_usd=Decimal("0"), framing_tokens=1024)
+        self.calls = samples.calls()
+        self.ran: list[str] = []
+
+    # The usage the server reports, in the core's terms ---------------------------------------
+
+    def usage(self, number: int) -> Usage:
+        """Different for every request (a cost given to the wrong call shows), inside the
+        contract's output ceiling (a usage above it is impossible, never priced)."""
+        from fragbench.interfaces import Usage
+
+        output = min(300 + number, self.contract.output_ceiling)
+        return Usage(input_tokens=400 + number, cached_tokens=100, cache_write_tokens=50,
+                     output_tokens=output, reasoning_tokens=min(200, output))
+
+    def expected_cost(self, number: int) -> Decimal:
+        """What the frozen pricing says the usage of request `number` costs: a field the
+        contract does not declare is priced as zero, as the core prices it."""
+        from fragbench.budget import cost
+
+        return cost(self.usage(number), self.pricing, usage_fields=self.contract.usage_fields)
+
+    def answer(self, **options: Any) -> Action:
+        """A valid answer with the kit's usage (and the contract's tier, when it has one)."""
+        base: dict[str, Any] = {"usage": self.usage}
+        if self.contract.service_tier is not None:
+            base["service_tier"] = self.contract.service_tier
+        return ok(**{**base, **options})
+
+    # Running one scenario ---------------------------------------------------------------------
+
+    def secrets(self, ran_requests: list[dict[str, Any]]) -> set[str]:
+        found = {FAKE_KEY} if self.key_env else set()
+        found.add(self.shape.account_header[1])
+        for request in ran_requests:
+            for name, value in request["headers"].items():
+                if name in ("authorization", "x-api-key", "api-key", "proxy-authorization") \
+                        or FAKE_KEY in value:
+                    found.add(value)
+                    token = value.split(" ", 1)[-1]
+                    if len(token) >= 8:
+                        found.add(token)
+        return found
+
+    def run(self, name: str, script: dict[int, Action] | None = None, *,
+            timeout: float = LONG_TIMEOUT, grace: float = 0.0, target: str | None = None,
+            echoes_key: bool = False) -> _Ran:
+        """One collector run over the kit's calls, the server scripted with `script`; then the
+        checks every scenario shares (methods, paths, retry header, secrets)."""
+        from fragbench.budget import reservation
+        from fragbench.collect import BudgetBook, collect
+        from fragbench.journal import Journal, read_journal
+        from fragbench.ledger import Ledger
+        from fragbench.redact import Redactor, secrets_in_env
+        from fragbench.requests import request_text
+
+        self.ran.append(name)
+        server = self.server
+        server.reset()
+        server.default = self.answer()
+        server.script.update(script or {})
+        folder = self.root / f"{len(self.ran):02d}"
+        folder.mkdir()
+        params = dict(self.params)
+        if self.timeout_param is not None:
+            params[self.timeout_param] = timeout
+        url = target or server.base_url
+        env: dict[str, str | None] = {}
+        if self.key_env:
+            env[self.key_env] = FAKE_KEY
+        if self.url_env:
+            env[self.url_env] = url if self.via == "env" else None
+        if self.via == "params":
+            params[self.url_param] = url
+        # What `fragbench.plan.call_reservation` and `run` compute, for the kit's calls.
+        reservations, bounds = {}, {}
+        for call in self.calls:
+            size = len(request_text(call.request).encode("utf-8"))
+            reservations[call.seq] = reservation(size, self.pricing,
+                                                 self.contract.output_ceiling,
+                                                 self.budget.framing_tokens)
+            bounds[call.seq] = size + self.budget.framing_tokens
+        printed = io.StringIO()
+        with _environment(env), _inside(self.root), contextlib.redirect_stdout(printed), \
+                contextlib.redirect_stderr(printed):
+            session = self.open(name, params)
+            recorder = _Recorder(session)
+            redactor = Redactor(secrets_in_env())
+            journal = Journal(folder / "journal.jsonl", redactor)
+            ledger = Ledger(folder / "ledger" / f"{self.budget.id}.jsonl", self.budget).load()
+            try:
+                where = str(session.endpoint)
+                expected_at = url.split("//", 1)[-1].split("/", 1)[0]
+                if expected_at not in where:
+                    raise _fail(self.who, "points where it is told", f"{name}: its session's "
+                                f"endpoint is {where!r}, not the loopback server at {url} "
+                                f"(nothing was sent); it reads its base URL from "
+                                f"{self.url_env if self.via == 'env' else self.url_param}?")
+                ledger.open(redactor)
+                book = BudgetBook(budget=self.budget, ledger=ledger, series=f"kit-{name}",
+                                  series_uid=uuid.uuid4().hex)
+                stop = collect(self.calls, reservations, recorder, self.config, journal, book,
+                               input_bounds=bounds)
+            finally:
+                journal.close()
+                ledger.close()
+                try:
+                    recorder.close()
+                except Exception as exc:
+                    raise _fail(self.who, "session.close() returns", f"{name}: it raised "
+                                f"{type(exc).__name__}: {exc}") from exc
+        if grace:
+            time.sleep(grace)
+        with server.lock:
+            requests = list(server.requests)
+        ran = _Ran(stop, read_journal(folder / "journal.jsonl"), requests, recorder.seen,
+                   printed.getvalue(), where)
+        self.shared_checks(name, ran, echoes_key)
+        return ran
+
+    def open(self, name: str, params: dict[str, Any]) -> Any:
+        try:
+            return self.backend.open(params)
+        except Exception as exc:
+            raise _fail(self.who, "open(params) gives a session", f"{name}: open() raised "
+                        f"{type(exc).__name__}: {exc}") from exc
+
+    def shared_checks(self, name: str, ran: _Ran, echoes_key: bool) -> None:
+        for number, request in enumerate(ran.requests):
+            if request["method"] != "POST":
+                raise _fail(self.who, NO_REDIRECT, f"{name}: request {number + 1} is a "
+                            f"{request['method']} {request['path']}: a redirect was followed")
+            if request["path"].split("?")[0] != self.shape.path:
+                raise _fail(self.who, "points where it is told", f"{name}: request "
+                            f"{number + 1} went to {request['path']}, the {self.shape.name} "
+                            f"API is at {self.shape.path} (base URL {self.server.base_url})")
+            retry = request["headers"].get("x-stainless-retry-count")
+            if retry not in (None, "0"):
+                raise _fail(self.who, ONE_REQUEST, f"{name}: request {number + 1} says it is "
+                            f"retry number {retry}")
+        secrets = self.secrets(ran.requests)
+        for path in sorted(self.root.rglob("*")):
+            if path.is_file():
+                data = path.read_bytes()
+                for secret in secrets:
+                    if secret.encode() in data or secret.lower().encode() in data.lower():
+                        raise _fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in "
+                                    f"{path.relative_to(self.root)}" + _hint(self.key_env))
+        for secret in secrets:
+            if secret in ran.printed:
+                raise _fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} was printed")
+            if secret in ran.endpoint:
+                raise _fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in the "
+                            "session's endpoint, which is recorded")
+            if echoes_key:
+                continue  # the server sent it back in the body: the core redacts it on disk
+            for item in ran.seen:
+                if secret in _texts(item):
+                    raise _fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in what "
+                                f"the session returned ({type(item).__name__}), though the "
+                                "server never sent it")
+
+    # What a scenario's outcome must be -----------------------------------------------------
+
+    def failure_text(self, ran: _Ran, seq: int) -> str:
+        item = ran.seen[seq - 1] if len(ran.seen) >= seq else None
+        if isinstance(item, Exception):
+            return f" (the session raised {type(item).__name__}: {item})"
+        return ""
+
+    def answered_as_planned(self, name: str, ran: _Ran, seqs: range | list[int]) -> None:
+        """Calls `seqs` answered normally: completed, the answer as sent, the cost the frozen
+        pricing gives the usage the server reported."""
+        for seq in seqs:
+            outcome = ran.outcome(seq)
+            if outcome.get("status") != "completed":
+                raise _fail(self.who, STOPS, f"{name}: call {seq}, a normal answer, is "
+                            f"recorded as {outcome.get('status')!r}, not 'completed'"
+                            f"{self.failure_text(ran, seq)}")
+            self.cost_is(name, ran, seq)
+            sent = answer_for(ran.requests[seq - 1]["body"])
+            if outcome.get("text") != sent:
+                raise _fail(self.who, READS, f"{name}: call {seq}'s answer is recorded as "
+                            f"{outcome.get('text')!r}; the server sent {sent!r}")
+
+    def cost_is(self, name: str, ran: _Ran, seq: int) -> None:
+        outcome = ran.outcome(seq)
+        expected = self.expected_cost(seq - 1)
+        got = outcome.get("cost_usd")
+        if got is None or Decimal(got) != expected:
+            why = outcome.get("cost_unknown")
+            raise _fail(self.who, COST, f"{name}: call {seq} is recorded at "
+                        f"{got if got is not None else 'an unknown cost'}"
+                        f"{f' ({why})' if why else ''}; the usage the server reported, "
+                        f"{self.usage(seq - 1)}, costs {expected} USD at the frozen pricing "
+                        f"(fields priced: {', '.join(sorted(self.contract.usage_fields))})")
+
+    def stopped(self, name: str, ran: _Ran, seq: int, reason: str, promise: str,
+                requests: int | None = None) -> dict[str, Any]:
+        """The series stopped at call `seq` for `reason`, the server got exactly `requests`
+        (default: one per call up to `seq`), and the stopped call counts its reservation."""
+        requests = seq if requests is None else requests
+        if len(ran.requests) != requests:
+            raise _fail(self.who, promise if promise != STOPS else ONE_REQUEST,
+                        f"{name}: the server received {len(ran.requests)} requests, "
+                        f"{requests} expected (one per call up to call {seq})")
+        stop = ran.stop
+        if stop is None or stop.reason != reason or stop.seq != seq:
+            got = "no stop: every call went" if stop is None else \
+                f"{stop.reason} at call {stop.seq} ({stop.detail})"
+            raise _fail(self.who, promise, f"{name}: the series must stop at call {seq} as "
+                        f"{reason}; got {got}{self.failure_text(ran, seq)}")
+        self.answered_as_planned(name, ran, range(1, seq))
+        return ran.outcome(seq)
+
+    def counted_at_reservation(self, name: str, ran: _Ran, seq: int) -> None:
+        outcome = ran.outcome(seq)
+        if outcome.get("never_sent"):
+            raise _fail(self.who, STOPS, f"{name}: call {seq} claims it never left the "
+                        "machine, but the server received it: it must stay counted (only a "
+                        "connection that could not be opened proves nothing was sent)")
+        if outcome.get("counted_usd") != ran.reserved(seq) or outcome.get("cost_usd"):
+            raise _fail(self.who, COST, f"{name}: call {seq} is counted at "
+                        f"{outcome.get('counted_usd')} (cost {outcome.get('cost_usd')}), not "
+                        f"at its whole reservation {ran.reserved(seq)}")
+
+    def went_on(self, name: str, ran: _Ran, seq: int, what: str) -> dict[str, Any]:
+        if ran.stop is not None:
+            raise _fail(self.who, STOPS, f"{name}: {what} is recorded and collection goes on; "
+                        f"the series stopped at call {ran.stop.seq} as {ran.stop.reason} "
+                        f"({ran.stop.detail}){self.failure_text(ran, ran.stop.seq)}")
+        if len(ran.requests) != len(self.calls):
+            raise _fail(self.who, ONE_REQUEST, f"{name}: the server received "
+                        f"{len(ran.requests)} requests for {len(self.calls)} calls")
+        others = [s for s in range(1, len(self.calls) + 1) if s != seq]
+        self.answered_as_planned(name, ran, others)
+        self.cost_is(name, ran, seq)
+        return ran.outcome(seq)
+
+    # The scenarios ----------------------------------------------------------------------------
+
+    def scenarios(self) -> None:
+        self.refuses_without_key()
+        self.clean_series()
+        self.http_errors()
+        self.redirects()
+        self.bad_bodies()
+        self.broken_connections()
+        self.timeouts()
+        self.model_changes()
+        self.answers_kept()
+        self.unknown_costs()
+
+    def refuses_without_key(self) -> None:
+        """open() with no key in the environment refuses (a FragbenchError) and sends
+        nothing."""
+        from fragbench.errors import FragbenchError
+
+        if not self.key_env:
+            return
+        self.ran.append("no key")
+        self.server.reset()
+        params = dict(self.params)
+        if self.timeout_param is not None:
+            params[self.timeout_param] = LONG_TIMEOUT
+        env: dict[str, str | None] = {self.key_env: None}
+        if self.url_env:
+            env[self.url_env] = self.server.base_url if self.via == "env" else None
+        if self.via == "params":
+            params[self.url_param] = self.server.base_url
+        with _environment(env), _inside(self.root):
+            try:
+                session = self.backend.open(params)
+            except FragbenchError:
+                session = None
+            except Exception as exc:
+                raise _fail(self.who, "refuses without a key", f"with {self.key_env} unset, "
+                            f"open() raised {type(exc).__name__}, not a FragbenchError (one "
+                            "line for the user, exit 4)") from exc
+        if session is not None:
+            session.close()
+            raise _fail(self.who, "refuses without a key", f"with {self.key_env} unset, "
+                        "open() gave a session; it must raise a FragbenchError saying to set "
+                        "the key (nothing sent)")
+        if self.server.requests:
+            raise _fail(self.who, "refuses without a key", "open() without a key sent a "
+                        "request")
+
+    def clean_series(self) -> None:
+        name = "every call answered"
+        ran = self.run(name)
+        if ran.stop is not None:
+            raise _fail(self.who, STOPS, f"{name}: the series stopped at call {ran.stop.seq} "
+                        f"as {ran.stop.reason} ({ran.stop.detail})"
+                        f"{self.failure_text(ran, ran.stop.seq)}")
+        if len(ran.requests) != len(self.calls):
+            raise _fail(self.who, ONE_REQUEST, f"{name}: the server received "
+                        f"{len(ran.requests)} requests for {len(self.calls)} calls")
+        self.answered_as_planned(name, ran, range(1, len(self.calls) + 1))
+        for number, request in enumerate(ran.requests):
+            body = request["body"]
+            if body.get("model") != self.contract.model:
+                raise _fail(self.who, CONTRACT, f"{name}: request {number + 1} asks for model "
+                            f"{body.get('model')!r}, the contract declares "
+                            f"{self.contract.model!r}")
+            limits = {k: body[k] for k in self.shape.limit_keys if k in body}
+            if self.contract.output_ceiling not in limits.values():
+                raise _fail(self.who, CONTRACT, f"{name}: request {number + 1} sets "
+                            f"{limits or 'no output limit'} ({' or '.join(self.shape.limit_keys)}"
+                            f"); the contract's output ceiling is {self.contract.output_ceiling}")
+            if self.key_env and not any(FAKE_KEY in v for v in request["headers"].values()):
+                raise _fail(self.who, "reads its key from the environment", f"{name}: the "
+                            f"key put in {self.key_env} was not sent with request {number + 1}")
+
+    def http_errors(self) -> None:
+        faults = {
+            "HTTP 500 at call 2": http_error(500, "upstream failed", FAST_RETRY),
+            "HTTP 429 with x-should-retry at call 2": http_error(
+                429, "Rate limit reached", {**FAST_RETRY, "x-should-retry": "true"}),
+        }
+        for name, action in faults.items():
+            ran = self.run(name, {1: action})
+            self.stopped(name, ran, 2, "technical_failure", ONE_REQUEST)
+            self.counted_at_reservation(name, ran, 2)
+        name = "HTTP 401 naming the key at call 2"
+        ran = self.run(name, {1: http_error(401, f"Incorrect API key provided: {FAKE_KEY}")},
+                       echoes_key=True)
+        self.stopped(name, ran, 2, "technical_failure", STOPS)
+
+    def redirects(self) -> None:
+        for code in (307, 302):
+            name = f"HTTP {code} redirect back to the endpoint at call 2"
+            ran = self.run(name, {1: redirect(code, self.server.url)})
+            self.stopped(name, ran, 2, "technical_failure", NO_REDIRECT)
+            self.counted_at_reservation(name, ran, 2)
+
+    def bad_bodies(self) -> None:
+        faults = {
+            "a body that is not JSON at call 2": raw(200, "<html>upstream error</html>",
+                                                     "text/html"),
+            "JSON that is no response at call 2": json_body(200, {"hello": "world"}),
+            "an unknown status at call 2": self.answer(**self.shape.unknown_status()),
+        }
+        for name, action in faults.items():
+            ran = self.run(name, {1: action})
+            self.stopped(name, ran, 2, "technical_failure", STOPS)
+            self.counted_at_reservation(name, ran, 2)
+
+    def broken_connections(self) -> None:
+        name = "a connection dropped at call 2"
+        ran = self.run(name, {1: drop()})
+        self.stopped(name, ran, 2, "technical_failure", ONE_REQUEST)
+        self.counted_at_reservation(name, ran, 2)
+        name = "a connection refused at call 1"
+        target = f"http://127.0.0.1:{_free_port()}{self.shape.suffix}"
+        ran = self.run(name, target=target)
+        outcome = self.stopped(name, ran, 1, "technical_failure", STOPS, requests=0)
+        if not outcome.get("never_sent") or outcome.get("counted_usd") != "0":
+            raise _fail(self.who, COST, f"{name}: a connection that could not be opened "
+                        "proves the request never left: the failure must say so "
+                        "(BackendFailure(never_sent=True); fragbench.transport."
+                        "connection_failure), and the call is counted at 0; it is counted at "
+                        f"{outcome.get('counted_usd')}")
+
+    def timeouts(self) -> None:
+        if self.timeout_param is None:
+            return
+        # At call 1: no call that must succeed ever runs under the short timeout, which a
+        # loaded machine could exceed.
+        name = f"no answer for 5 s at call 1 (timeout {SHORT_TIMEOUT:g} s)"
+        ran = self.run(name, {0: sleep(5)}, timeout=SHORT_TIMEOUT, grace=RETRY_GRACE)
+        self.stopped(name, ran, 1, "technical_failure", ONE_REQUEST)
+        self.counted_at_reservation(name, ran, 1)
+        name = f"a body trickling over 5 s at call 1 (timeout {SHORT_TIMEOUT:g} s)"
+        ran = self.run(name, {0: trickle(5, 50)}, timeout=SHORT_TIMEOUT)
+        self.stopped(name, ran, 1, "technical_failure", DEADLINE)
+        self.counted_at_reservation(name, ran, 1)
+
+    def model_changes(self) -> None:
+        name = "another model at call 1"
+        ran = self.run(name, {0: self.answer(model="kit-other-model")})
+        outcome = self.stopped(name, ran, 1, "changed_model", STOPS)
+        if outcome.get("model") != "kit-other-model":
+            raise _fail(self.who, STOPS, f"{name}: the model that came back is recorded as "
+                        f"{outcome.get('model')!r}, the server said 'kit-other-model'")
+        name = "another snapshot at call 2"
+        later = f"{self.contract.model}-2031-01-01"
+        ran = self.run(name, {1: self.answer(model=later)})
+        self.stopped(name, ran, 2, "changed_model", STOPS)
+
+    def answers_kept(self) -> None:
+        name = "an answer cut at the output limit at call 2"
+        ran = self.run(name, {1: self.answer(**self.shape.incomplete())})
+        outcome = self.went_on(name, ran, 2, "an incomplete answer")
+        if outcome.get("status") != "incomplete":
+            raise _fail(self.who, STOPS, f"{name}: call 2 is recorded as "
+                        f"{outcome.get('status')!r}, not 'incomplete'")
+        name = "a refusal at call 2"
+        ran = self.run(name, {1: self.answer(**self.shape.refused("I can’t help with that."))})
+        outcome = self.went_on(name, ran, 2, "a refusal")
+        if not outcome.get("refusal") or outcome.get("status") not in ("completed",
+                                                                       "incomplete"):
+            raise _fail(self.who, STOPS, f"{name}: call 2 is recorded with status "
+                        f"{outcome.get('status')!r} and refusal {outcome.get('refusal')!r}; a "
+                        "refusal is an answer (completed or incomplete) whose `refusal` says so")
+
+    def unknown_costs(self) -> None:
+        from fragbench.interfaces import COST_FIELDS
+
+        faults: dict[str, Action] = {"no usage at call 2": self.answer(usage="omit")}
+        for field in COST_FIELDS:
+            if field in self.contract.usage_fields and field in self.shape.fields:
+                def lacking(number: int, field: str = field) -> Usage:
+                    return attrs.evolve(self.usage(number), **{field: None})
+                faults[f"a usage without {field} at call 2"] = self.answer(usage=lacking)
+
+        def too_long(number: int) -> Usage:
+            return attrs.evolve(self.usage(number),
+                                output_tokens=self.contract.output_ceiling + 1,
+                                reasoning_tokens=0)
+        faults["more output tokens than the ceiling at call 2"] = self.answer(usage=too_long)
+        tier = self.contract.service_tier
+        if tier is not None:
+            other = "priority" if tier != "priority" else "flex"
+            faults[f"service tier {other!r} at call 2"] = self.answer(service_tier=other)
+        for name, action in faults.items():
+            ran = self.run(name, {1: action})
+            self.stopped(name, ran, 2, "unknown_cost", COST)
+            self.counted_at_reservation(name, ran, 2)
+
+
+def _shown(secret: str) -> str:
+    return "the fake key" if secret == FAKE_KEY else f"the secret {secret[:6]}…"
+
+
+def _hint(key_env: str | None) -> str:
+    from fragbench.redact import SECRET_ENV
+
+    if key_env and not SECRET_ENV.search(key_env):
+        return (f" (fragbench redacts the values of variables named *_API_KEY, *_TOKEN, ...: "
+                f"{key_env} is not one)")
+    return ""
+
+
+def _texts(item: Any) -> str:
+    """Every string a Reply or an exception carries, joined (what the secret check reads)."""
+    if attrs.has(type(item)):
+        values = [str(v) for v in attrs.asdict(item).values() if v is not None]
+    else:
+        values = [str(item)] + [str(v) for v in vars(item).values() if v is not None] \
+            if hasattr(item, "__dict__") else [str(item)]
+    return "\n".join(values)
+
+
+def check_backend(backend: Any, params: Mapping[str, Any], server: Server, *,
+                  pricing: Pricing | None = None,
+                  key_env: str | EllipsisType | None = ...,
+                  url_env: str | EllipsisType | None = ...,
+                  via: str = "env", url_param: str = "base_url",
+                  timeout_param: str | None = "timeout_seconds",
+                  tmp_path: Path | None = None) -> list[str]:
+    """Run the fault suite: the real collector (`fragbench.collect.collect`, with a journal
+    and a budget ledger in a temporary folder) sends the kit's four planned calls through the
+    backend's own session to `server`, a loopback server of the backend's API shape, once per
+    scenario. Returns the names of the scenarios run; raises AssertionError naming the promise
+    that broke and the scenario.
+
+    How the backend is pointed at the server: `via="env"` (default) sets `url_env` to
+    `server.base_url`; `via="params"` sets `params[url_param]` instead (and unsets `url_env`,
+    which the shipped backends read first). `key_env` receives a fake key (`FAKE_KEY`).
+    `key_env` and `url_env` default to the shape's (`OPENAI_API_KEY`/`OPENAI_BASE_URL`, or
+    `ANTHROPIC_API_KEY`/`ANTHROPIC_BASE_URL`); `key_env=None` for a backend that needs no key.
+    Every scenario runs with `params[timeout_param]` set: 10 s, or 0.5 s where the timeout is
+    what is tested (`timeout_param=None` for a backend without one skips those, and sets none).
+    `pricing` defaults to `default_pricing(contract)`.
+
+    Checked, before any scenario: `check_params(params)` accepts the params and
+    `contract(params)` is a valid `fragbench.interfaces.Contract`; with no key, `open` refuses
+    with a FragbenchError and sends nothing. Then, with its session pointing at the server
+    (checked before anything is sent):
+
+    - every call answered: one POST per call to the shape's path, asking for the contract's
+      model and output ceiling, with the key; each answer recorded as `completed`, its text as
+      sent, and its cost what the frozen pricing gives the usage the server reported (the
+      kit's usages differ call by call and use every field, in the API's own terms: e.g. the
+      Messages API's `input_tokens` excludes the cache, the core's includes it);
+    - one request per call, never a retry: HTTP 500 and HTTP 429 with `x-should-retry: true`
+      (which both SDKs otherwise retry), a dropped connection, a timeout: exactly one request
+      for the failed call, the series stopped there as a technical failure, the call counted
+      at its reservation; a request never says it is a retry (`x-stainless-retry-count`);
+    - redirects (307, 302 back to the endpoint) not followed: one request, a technical failure;
+    - the timeout bounds the whole request: a body trickling over 5 s stops a 0.5 s timeout;
+    - a connection refused: no request, a technical failure that says it was never sent
+      (counted at 0);
+    - a body that is not JSON, JSON that is no response, a status the core does not know: a
+      technical failure;
+    - the stop rules: another model at call 1, another snapshot at call 2: `changed_model`; an
+      answer cut at the output limit is recorded `incomplete` and a refusal with its `refusal`,
+      and collection goes on;
+    - usage maps to cost: no usage, a usage lacking any field the contract declares, more
+      output than the ceiling, another service tier (when the contract has one): the call's
+      cost is unknown, counted at its reservation, and the series stops (`unknown_cost`);
+    - no secret written: the fake key, the Authorization (or x-api-key) header's value and the
+      account header the server sends appear in no file under the folder (the collector's
+      journal and ledger, and anything the backend writes where it stands: the check runs
+      inside the folder), in nothing printed, in the session's endpoint, nor in any Reply or
+      failure the session returns (but where the server itself echoed the key).
+
+    `tmp_path`: the folder to work in (pytest's `tmp_path`); a temporary one, removed after,
+    when None. Takes a few seconds: most of it the two timeout scenarios.
+    """
+    from fragbench.interfaces import Contract
+
+    if via not in ("env", "params"):
+        raise ValueError(f"via must be 'env' or 'params', not {via!r}")
+    shape = server.shape
+    key = shape.key_env if key_env is ... else key_env
+    url = shape.url_env if url_env is ... else url_env
+    if via == "env" and not url:
+        raise ValueError("via='env' needs url_env, the variable the backend reads its base "
+                         "URL from")
+    who = _name("backend", backend)
+    params = dict(params)
+    checked = dict(params)
+    if timeout_param is not None:
+        checked[timeout_param] = LONG_TIMEOUT
+    if via == "params":
+        checked[url_param] = server.base_url
+    try:
+        backend.check_params(dict(checked))
+    except ValueError as exc:
+        raise _fail(who, "check_params accepts valid params", f"check_params refused "
+                    f"{checked}: {exc}") from exc
+    try:
+        contract = backend.contract(dict(checked))
+    except Exception as exc:
+        raise _fail(who, CONTRACT, f"contract(params) raised {type(exc).__name__}: "
+                    f"{exc}") from exc
+    if not isinstance(contract, Contract):
+        raise _fail(who, CONTRACT, f"contract(params) returned {type(contract).__name__}, not "
+                    "a fragbench.interfaces.Contract")
+    problems = contract.problems()
+    if problems:
+        raise _fail(who, CONTRACT, "; ".join(problems))
+    with contextlib.ExitStack() as stack:
+        if tmp_path is None:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="fragbench-testing-")))
+        else:  # a folder of its own: a test may run the suite more than once
+            root = Path(tempfile.mkdtemp(prefix="fragbench-check-backend-", dir=tmp_path))
+        suite = _Suite(backend, params, server, pricing or default_pricing(contract), contract,
+                       key, url, via, url_param, timeout_param, root)
+        suite.scenarios()
+        return suite.ran
+
+
+__all__ = ["FAKE_KEY", "check_backend", "check_chunker", "check_scorer",
+           "default_pricing"]
