@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from fragbench.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
+PROVIDER = ("OPENAI_", "ANTHROPIC_")
+"""A test never inherits a provider's key or endpoint from the machine it runs on."""
 CANARY_KEY = "sk-proj-CANARYcanary0123456789abcdefXYZ"
 
 
@@ -79,7 +81,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> Ran:
     as from a shell, without paying interpreter start-up and imports for every call. An
     internal error (a bug) is not turned into an exit code: it raises, and the test fails with
     its traceback."""
-    overrides: dict[str, str | None] = {k: None for k in os.environ if k.startswith("OPENAI_")}
+    overrides: dict[str, str | None] = {k: None for k in os.environ if k.startswith(PROVIDER)}
     overrides.update(env or {})
     result = CliRunner().invoke(app, list(args), env=overrides, catch_exceptions=False)
     return Ran(result.exit_code, result.stdout, result.stderr)
@@ -92,8 +94,8 @@ def error_lines(stderr: str) -> list[str]:
 
 
 def process_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a subprocess under test: this one's, less any OPENAI_* setting."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    """The environment of a subprocess under test: this one's, less any provider setting."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(PROVIDER)}
     env.update(extra or {})
     return env
 

@@ -21,20 +21,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import Any
 
 from fragbench.errors import FragbenchError
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
 from fragbench.transport import (
-    MAY_BE_BILLED,
-    PastDeadline,
-    connection_failure,
+    SDKSession,
+    check_types,
+    clean,
     endpoint,
     no_redirects,
-    public_url,
-    within,
+    refuse_env_headers,
+    whole,
 )
 
 ENV_URL = "OPENAI_BASE_URL"
@@ -54,10 +53,6 @@ OPTIONAL: dict[str, type | tuple[type, ...]] = {
 OPENAI_BASE_URL, when set, takes precedence over it, as the SDK's own default does."""
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def usage_from(body: dict[str, Any]) -> Usage | None:
     """Read the usage block; a field that is absent or not an integer is None (unknown)."""
     usage = body.get("usage")
@@ -68,18 +63,12 @@ def usage_from(body: dict[str, Any]) -> Usage | None:
     inp = inp if isinstance(inp, dict) else {}
     out = out if isinstance(out, dict) else {}
     return Usage(
-        input_tokens=_int(usage.get("input_tokens")),
-        cached_tokens=_int(inp.get("cached_tokens")),
-        cache_write_tokens=_int(inp.get("cache_write_tokens")),
-        output_tokens=_int(usage.get("output_tokens")),
-        reasoning_tokens=_int(out.get("reasoning_tokens")),
+        input_tokens=whole(usage.get("input_tokens")),
+        cached_tokens=whole(inp.get("cached_tokens")),
+        cache_write_tokens=whole(inp.get("cache_write_tokens")),
+        output_tokens=whole(usage.get("output_tokens")),
+        reasoning_tokens=whole(out.get("reasoning_tokens")),
     )
-
-
-def _clean(text: str) -> str:
-    """Lone surrogates (from JSON escapes such as \\ud83d) become U+FFFD in the parsed text; the
-    raw body keeps them as sent."""
-    return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
 def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
@@ -110,32 +99,34 @@ def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
         else None,
         request_id=request_id,
         usage=usage_from(body),
-        text=_clean("".join(texts)) if texts else None,
-        refusal=_clean("\n".join(refusals)) if refusals else None,
+        text=clean("".join(texts)) if texts else None,
+        refusal=clean("\n".join(refusals)) if refusals else None,
         incomplete_reason=incomplete.get("reason") if isinstance(incomplete, dict) else None,
         error=json.dumps(error, ensure_ascii=False) if error else None,
         raw=raw,
     )
 
 
-class OpenAISession:
+class OpenAISession(SDKSession):
+    """The Responses API on the shared SDK session (`fragbench.transport.SDKSession`): one
+    request per call within the deadline, every failure a BackendFailure."""
+
     def __init__(self, params: dict[str, Any], api_key: str) -> None:
         import openai  # heavy: only when a series actually opens
 
-        self._openai = openai
         self.params = params
-        self.timeout = float(params["timeout_seconds"])
-        self.abandoned = False
-        self.client = openai.OpenAI(api_key=api_key, max_retries=0, timeout=self.timeout,
-                                    base_url=endpoint(ENV_URL, params),
-                                    http_client=no_redirects(openai.DefaultHttpxClient,
-                                                             self.timeout))
-        self.endpoint = public_url(str(self.client.base_url), ENV_URL)
+        timeout = float(params["timeout_seconds"])
+        client = openai.OpenAI(api_key=api_key, max_retries=0, timeout=timeout,
+                               base_url=endpoint(ENV_URL, params),
+                               http_client=no_redirects(openai.DefaultHttpxClient, timeout))
+        super().__init__(openai, client, timeout=timeout, env_var=ENV_URL,
+                         request_id_header="x-request-id", post=self._post, read=reply_from,
+                         what="Responses API response")
 
-    def _post(self, request: Request) -> tuple[str, int, str | None]:
-        """The one HTTP request, body read to its end: (body text, status, request ID)."""
+    def _post(self, request: Request) -> Any:
+        """The one HTTP request, through `self.client` as it is when the call goes out."""
         p = self.params
-        raw = self.client.responses.with_raw_response.create(
+        return self.client.responses.with_raw_response.create(
             model=p["model"],
             instructions=request.instructions,
             input=request.input,
@@ -147,55 +138,6 @@ class OpenAISession:
             text={"format": {"type": "json_schema", "name": request.schema_name,
                              "schema": request.schema, "strict": True}},
         )
-        # Read here, inside the deadline, whatever the SDK may have left unread.
-        return (raw.http_response.text, raw.http_response.status_code,
-                raw.headers.get("x-request-id"))
-
-    def send(self, request: Request) -> Reply:
-        openai = self._openai
-        try:
-            text, http_status, request_id = within(self.timeout, lambda: self._post(request),
-                                                   "fragbench-openai-request")
-        except (PastDeadline, openai.APITimeoutError) as exc:
-            self.abandoned = isinstance(exc, PastDeadline)
-            raise BackendFailure("timeout", f"the request timed out after {self.timeout:g} s; "
-                                 f"{MAY_BE_BILLED}") from None
-        except openai.APIConnectionError as exc:
-            raise connection_failure(exc, ENV_URL) from None
-        except openai.APIStatusError as exc:
-            code = exc.status_code
-            if 300 <= code < 400:
-                # Following it would send the call a second request (307/308) or turn it into
-                # another one (a GET after 301/302/303): one call is one request.
-                message = (f"HTTP {code} from the API: a redirect, not followed; "
-                           f"{MAY_BE_BILLED}")
-            else:
-                message = f"HTTP {code} from the API"
-            raise BackendFailure("http_error", message, http_status=code,
-                                 raw=exc.response.text, request_id=exc.request_id) from None
-        except Exception as exc:  # the SDK's boundary: a body it cannot read, etc.
-            raise BackendFailure("bad_response", f"the response could not be read "
-                                 f"({type(exc).__name__})") from None
-        try:
-            body = json.loads(text)
-        except json.JSONDecodeError:
-            raise BackendFailure("bad_body", "the body is not JSON", raw=text,
-                                 http_status=http_status, request_id=request_id) from None
-        try:
-            return reply_from(body, text, request_id)
-        except BackendFailure:
-            raise
-        except Exception as exc:  # a Response-shaped body with the wrong types inside
-            raise BackendFailure("bad_body", f"the body is not a readable Responses API "
-                                 f"response ({type(exc).__name__})", raw=text,
-                                 request_id=request_id) from None
-
-    def close(self) -> None:
-        # An abandoned worker may still be inside a socket call: closing its socket from this
-        # thread would free the descriptor's number while that call can still use it. Its
-        # connection ends with the worker (its own read timeout, the server, or the exit).
-        if not self.abandoned:
-            self.client.close()
 
 
 class OpenAIBackend:
@@ -204,20 +146,8 @@ class OpenAIBackend:
     label = "OpenAI Responses API"
 
     def check_params(self, params: dict[str, Any]) -> None:
-        for key, kind in REQUIRED.items():
-            if key not in params:
-                raise ValueError(f"{key} is missing")
-            value = params[key]
-            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-                raise ValueError(f"{key} has the wrong type ({type(value).__name__})")
-        for key, kind in OPTIONAL.items():
-            if key in params and not isinstance(params[key], kind):
-                raise ValueError(f"{key} has the wrong type ({type(params[key]).__name__})")
-        extra = sorted(set(params) - set(REQUIRED) - set(OPTIONAL))
-        if extra:
-            raise ValueError(f"unknown parameter(s) {', '.join(extra)}")
-        if params["max_output_tokens"] < 1 or params["timeout_seconds"] <= 0:
-            raise ValueError("max_output_tokens and timeout_seconds must be positive")
+        check_types(params, REQUIRED, OPTIONAL, positive=("max_output_tokens",
+                                                          "timeout_seconds"))
 
     def contract(self, params: dict[str, Any]) -> Contract:
         return Contract(model=params["model"], output_ceiling=params["max_output_tokens"],
@@ -229,6 +159,7 @@ class OpenAIBackend:
         if not key:
             raise FragbenchError("OPENAI_API_KEY is not set: export your OpenAI key in the "
                                  "environment and run again (nothing was sent or spent).")
+        refuse_env_headers("OPENAI_CUSTOM_HEADERS")
         return OpenAISession(params, key)
 
 
