@@ -1,0 +1,65 @@
+"""Two providers' series side by side: only when both are complete (protocol 1.0, Limits: a
+second provider's series, absent or partial, is never presented as a comparison).
+
+Each provider's series is real: the OpenAI series through the Responses backend, the other
+through the `openai-chat` plugin's own frozen config, each against a loopback server of its API.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+from conftest import ROOT, error_lines, run_cli
+from loopback import Server, http_error
+from test_report_compare import loopback_series
+
+CHAT = "protocol-1.0-openai-chat"
+
+
+def chat_series(workspace: Path, name: str, script: dict | None = None) -> Path:
+    experiment = workspace / "experiments" / CHAT
+    if not experiment.exists():
+        shutil.copytree(ROOT / "experiments" / CHAT, experiment)
+    with Server("chat") as server:
+        server.script.update(script or {})  # request number, from 0
+        run_cli("run", str(experiment), "--series", name, "--backend", "openai-chat",
+                "--out", str(workspace / "outputs"), env={"OPENAI_BASE_URL": server.base_url})
+    return workspace / "outputs" / CHAT / name
+
+
+def test_two_providers_are_compared_only_when_both_series_are_complete(
+        workspace: Path, experiment: Path, server: Server, tmp_path: Path) -> None:
+    openai = loopback_series(experiment, server, "openai")
+    stopped = chat_series(workspace, "chat-stopped", {4: http_error(500)})
+    out = tmp_path / "cmp.parquet"
+    for a, b in ((openai, stopped), (stopped, openai)):
+        refused = run_cli("compare", str(a), str(b), "--out", str(out))
+        assert refused.returncode == 4 and refused.stdout == ""
+        assert error_lines(refused.stderr) == [
+            "fragbench: chat-stopped (openai-chat) is stopped: series of two providers are "
+            "compared only when both are complete (protocol 1.0, Limits); read each series' own "
+            "report instead."]
+        assert not out.exists()  # nothing presented, nothing written
+
+    complete = chat_series(workspace, "chat")
+    shown = run_cli("compare", str(openai), str(complete), "--out", str(out))
+    assert shown.returncode == 0, shown.stderr
+    table = pl.read_parquet(out)
+    # The same instructions, inputs and schema: every cell is compared.
+    assert table.height == 72 and table["compared"].all()
+
+
+def test_a_stopped_series_of_one_provider_is_still_compared_with_a_warning(
+        extractive: Path, workspace: Path) -> None:
+    """The guard is about providers: a model series beside the offline baseline keeps the
+    warnings it had (test_report_compare), and so do two series of one provider."""
+    stopped = chat_series(workspace, "chat-stopped", {4: http_error(500)})
+    complete = chat_series(workspace, "chat")
+    for a, b in ((extractive, stopped), (complete, stopped)):
+        shown = run_cli("compare", str(a), str(b))
+        assert shown.returncode == 0, shown.stderr
+        warnings = [ln for ln in shown.stdout.splitlines() if ln.startswith("WARNING")]
+        assert any(ln.startswith("WARNING: series B, chat-stopped, is stopped at call 5")
+                   for ln in warnings), warnings
