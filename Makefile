@@ -24,11 +24,13 @@ $(STAMP): $(UV) pyproject.toml uv.lock $(wildcard plugins/*/pyproject.toml)
 # The demo's series are scratch: outputs/demo is replaced on every run. Recorded series live
 # elsewhere and are never overwritten. Two runs of the offline baseline, so that the README's
 # `compare` example has two series to set side by side (they agree: the baseline is
-# deterministic).
+# deterministic). Then the token-window chunker's experiment, whose sensitivity matrix (token
+# windows that cut sentences, whole and cut facts) is published the same way.
 demo: $(STAMP)
 	rm -rf outputs/demo
 	$(VENV)/bin/fragbench run experiments/protocol-1.0 --series extractive --out outputs/demo
 	$(VENV)/bin/fragbench run experiments/protocol-1.0 --series extractive-again --backend extractive --out outputs/demo
+	$(VENV)/bin/fragbench run experiments/protocol-1.0-token-window --series extractive --out outputs/demo
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests plugins benchmarks mutation

@@ -32,9 +32,8 @@ def ledger_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """A copy of the experiment and its corpus, laid out as in the repository."""
-    name = Path("experiments") / "protocol-1.0"
-    shutil.copytree(ROOT / name, tmp_path / name)
+    """A copy of the experiments and their corpus, laid out as in the repository."""
+    shutil.copytree(ROOT / "experiments", tmp_path / "experiments")
     shutil.copytree(ROOT / "corpus", tmp_path / "corpus")
     return tmp_path
 

@@ -201,10 +201,13 @@ def test_plugins_shows_what_each_config_accepts_and_what_is_not_installed(
     assert listed.returncode == 0, listed.stderr
     assert any(line.split()[:3] == ["backend", "toy-chat", "fragbench-toy-chat"]
                and "0.3 (plugin)" in line for line in listed.stdout.splitlines())
-    config_line = [ln for ln in listed.stdout.splitlines() if ln.startswith("config")]
-    assert config_line == [f"config   {experiment / 'config.toml'}: --backend openai (plugin "
-                           "openai, default) | extractive (plugin extractive) | toy (plugin "
-                           "toy-chat)"]
+    configs = [ln for ln in listed.stdout.splitlines() if ln.startswith("config")]
+    assert f"config   {experiment / 'config.toml'}: --backend openai (plugin openai, default) "\
+        "| extractive (plugin extractive) | toy (plugin toy-chat)" in configs
+    # Every config of the folder, each with what --backend accepts there.
+    assert len(configs) == len(list(experiment.parent.glob("*/config.toml"))) == 4
+    assert any("protocol-1.0-anthropic/config.toml: --backend anthropic (plugin anthropic, "
+               "default) | extractive" in ln for ln in configs)
     # Without the package, the list no longer has it, the config says so, and the config is
     # refused with one line naming the backends that exist.
     gone = run_process("plugins", "--experiments", str(experiment.parent))

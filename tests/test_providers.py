@@ -7,11 +7,10 @@ through the `openai-chat` plugin's own frozen config, each against a loopback se
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import polars as pl
-from conftest import ROOT, error_lines, run_cli
+from conftest import error_lines, run_cli
 from loopback import Server, http_error
 from test_report_compare import loopback_series
 
@@ -20,8 +19,6 @@ CHAT = "protocol-1.0-openai-chat"
 
 def chat_series(workspace: Path, name: str, script: dict | None = None) -> Path:
     experiment = workspace / "experiments" / CHAT
-    if not experiment.exists():
-        shutil.copytree(ROOT / "experiments" / CHAT, experiment)
     with Server("chat") as server:
         server.script.update(script or {})  # request number, from 0
         run_cli("run", str(experiment), "--series", name, "--backend", "openai-chat",
