@@ -7,6 +7,9 @@ through the `openai-chat` plugin's own frozen config, each against a loopback se
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
@@ -60,3 +63,28 @@ def test_a_stopped_series_of_one_provider_is_still_compared_with_a_warning(
         warnings = [ln for ln in shown.stdout.splitlines() if ln.startswith("WARNING")]
         assert any(ln.startswith("WARNING: series B, chat-stopped, is stopped at call 5")
                    for ln in warnings), warnings
+
+
+def test_plan_shows_each_provider_series_its_own_reservations_and_budget() -> None:
+    shown = run_cli("plan", "experiments/protocol-1.0-anthropic")
+    assert shown.returncode == 0, shown.stderr
+    assert "budget protocol-1.0-anthropic: ceiling 2 - prior 0" in shown.stdout
+    assert "experiment.json is current" in shown.stdout
+    doc = json.loads(run_cli("plan", "experiments/protocol-1.0-anthropic", "--json").stdout)
+    plan, review = doc["plan"], doc["review"]
+    assert review["backend"] == "anthropic" and review["budget"]["id"] == "protocol-1.0-anthropic"
+    # Its own rates, by hand for the first call: every byte plus 1,024 framing tokens at the
+    # cache-write rate (1.25), and max_tokens (1,200) at the output rate (5), per million.
+    first = plan["schedule"][0]
+    expected = (Decimal(first["request_bytes"] + 1024) * Decimal("1.25") + 1200 * 5) / 10**6
+    assert Decimal(review["reserved_usd"][0]) == expected
+    assert len(review["reserved_usd"]) == 72
+    # Its SDK and plugin are frozen with it; the protocol's plan records neither.
+    assert plan["packages"]["anthropic"] == importlib.metadata.version("anthropic")
+    assert {"kind": "backend", "name": "anthropic", "origin": "fragbench-anthropic",
+            "version": "0.1.0"} in plan["plugins"]
+
+    chat = json.loads(run_cli("plan", "experiments/protocol-1.0-openai-chat", "--json").stdout)
+    assert chat["review"]["budget"]["id"] == "protocol-1.0-openai-chat"
+    assert set(chat["review"]["reserved_usd"]) == {"0"} and chat["review"]["budget"]["fits"]
+    assert chat["review"]["frozen_plan"]["current"] is True
