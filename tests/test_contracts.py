@@ -15,6 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from conftest import ROOT, error_lines, run_cli, run_process
 from test_plugins import fake_distribution, with_path
@@ -82,14 +83,21 @@ PRICING = Pricing(models=("m",), input=Decimal(2), cached_input=None, cache_writ
 def test_a_usage_field_the_provider_lacks_is_priced_as_zero_and_a_declared_one_must_come(
 ) -> None:
     chat = frozenset({"input_tokens", "output_tokens"})
-    # Whatever a response says of cache fields the contract leaves out, they cost nothing and
-    # every input token is priced at the input rate.
+    # Cache fields the contract leaves out cost nothing when the response leaves them out or
+    # says zero: every input token is priced at the input rate.
     usage = Usage(input_tokens=1000, cached_tokens=None, cache_write_tokens=None,
                   output_tokens=500, reasoning_tokens=None)
     assert cost(usage, PRICING, usage_fields=chat) == Decimal("0.006")  # 1000*2 + 500*8, /1e6
-    reported = Usage(input_tokens=1000, cached_tokens=600, cache_write_tokens=None,
-                     output_tokens=500, reasoning_tokens=None)
-    assert cost(reported, PRICING, usage_fields=chat) == Decimal("0.006")
+    zero = Usage(input_tokens=1000, cached_tokens=0, cache_write_tokens=0, output_tokens=500,
+                 reasoning_tokens=None)
+    assert cost(zero, PRICING, usage_fields=chat) == Decimal("0.006")
+    # A response that reports one anyway shows the contract wrong for this server: pricing it
+    # as zero could under-count (cache writes cost more than input), so the cost is unknown.
+    for reported in (attrs.evolve(zero, cached_tokens=600),
+                     attrs.evolve(zero, cache_write_tokens=800)):
+        with pytest.raises(UnknownCost, match="which the backend's contract declares the "
+                           "provider does not have"):
+            cost(reported, PRICING, usage_fields=chat)
     # A field the contract declares and the response leaves out is an unknown cost.
     with pytest.raises(UnknownCost, match="lacks cached_tokens"):
         cost(usage, PRICING, usage_fields=chat | {"cached_tokens"})
@@ -266,3 +274,38 @@ def test_a_measure_plugin_that_breaks_its_contract_is_named_and_writes_nothing(
     [line] = error_lines(result.stderr)
     assert "measure 'broken-measure' (plugin fragbench-broken 0.3)" in line and says in line
     assert {p.name: p.read_bytes() for p in extractive.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize("url", [
+    "http://alice:hunter2pass@127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1?api_key=SECRET123",
+    "http://127.0.0.1:8000/v1#token", "ftp://127.0.0.1/v1"])
+def test_a_base_url_that_could_carry_a_credential_is_refused_before_anything_is_frozen(
+        experiment: Path, url: str) -> None:
+    """A config's base URL is frozen in the committed plan and printed by `plan`: it holds no
+    user-info, query or fragment (a key belongs in the environment)."""
+    config = experiment / "config.toml"
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace('timeout_seconds = 600\n',
+                                   f'timeout_seconds = 600\nbase_url = "{url}"\n', 1),
+                      encoding="utf-8")
+    before = (experiment / "experiment.json").read_bytes()
+    result = run_cli("freeze", str(experiment))
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "backends.openai is unusable: base_url" in line
+    assert "hunter2" not in line and "SECRET123" not in line and "token" not in line
+    assert (experiment / "experiment.json").read_bytes() == before
+
+
+def test_a_chat_server_key_too_short_to_redact_is_refused(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    from fragbench_openai_chat import OpenAIChatBackend
+
+    from fragbench.errors import FragbenchError
+
+    monkeypatch.setenv("LOCAL_API_KEY", "abc123")
+    params = {"model": "m", "max_tokens": 10, "timeout_seconds": 5, "key_env": "LOCAL_API_KEY",
+              "base_url": "http://127.0.0.1:9/v1"}
+    OpenAIChatBackend().check_params(params)
+    with pytest.raises(FragbenchError, match="LOCAL_API_KEY is shorter than 8 characters"):
+        OpenAIChatBackend().open(params)

@@ -40,11 +40,17 @@ def cost(usage: Usage | None, pricing: Pricing, check_context: bool = True,
     the usage is inconsistent and the cost unknown rather than guessed. `check_context=False`
     prices an input beyond the short-context limit at the frozen rates anyway: a lower bound,
     used to count an unknown cost at no less than the evidence. A field outside `usage_fields`
-    (the backend's contract: the provider has no such concept) is priced as zero, whatever a
-    response says of it.
+    (the backend's contract: the provider has no such concept) is priced as zero when the
+    response leaves it out or reports zero; a non-zero value for it is an unknown cost.
     """
     if usage is None:
         raise UnknownCost("the response carries no usage")
+    reported = [f for f in COST_FIELDS if f not in usage_fields and getattr(usage, f)]
+    if reported:
+        # The contract says the provider has no such concept; a response that reports one
+        # shows the contract wrong for this server, and pricing it as zero could under-count.
+        raise UnknownCost(f"the usage reports {', '.join(reported)}, which the backend's "
+                          "contract declares the provider does not have")
     usage = attrs.evolve(usage, **{f: 0 for f in COST_FIELDS if f not in usage_fields})
     fields = {name: getattr(usage, name) for name in COST_FIELDS}
     missing = [name for name, value in fields.items() if value is None]

@@ -156,6 +156,11 @@ def _priced(reply: Reply, backend: BackendConfig, reserved: Decimal, input_bound
     asked_tier = contract.service_tier
     if asked_tier is not None and reply.service_tier != asked_tier:
         unknown = f"service tier {reply.service_tier!r} came back, {asked_tier!r} was asked"
+    elif asked_tier is None and reply.service_tier is not None:
+        # The contract names no tier (the provider reports none); a response that names one
+        # may have been served, and billed, on a tier the frozen prices are not for.
+        unknown = (f"service tier {reply.service_tier!r} came back, and the backend's contract "
+                   "names none: state the tier in the config")
     elif reply.model is None or not any(model_matches(m, reply.model) for m in pricing.models):
         unknown = f"model {reply.model!r} has no price in the frozen table"
     else:

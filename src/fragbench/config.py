@@ -118,9 +118,8 @@ class _Reader:
         self.path, self.data, self.prefix = path, data, prefix
 
     def fail(self, key: str, message: str) -> ConfigError:
-        return ConfigError(
-            f"{self.path}: {self.prefix}{key} {message}; fix the config and run again."
-        )
+        where = f"{self.prefix}{key}".rstrip(".")  # the table itself when key is ""
+        return ConfigError(f"{self.path}: {where} {message}; fix the config and run again.")
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
         if key not in self.data:
@@ -264,7 +263,7 @@ def _contract(backend: Any, params: dict[str, Any], where: str) -> Contract:
                           f"fields {guide}.")
     try:
         contract = method(dict(params))
-    except (KeyError, TypeError, ValueError) as exc:
+    except Exception as exc:  # a plugin's failure is one line naming it, never a traceback
         raise PluginError(f"{where}: {who} could not state its contract from these parameters "
                           f"({type(exc).__name__}: {exc}) {guide}.") from None
     if not isinstance(contract, Contract):

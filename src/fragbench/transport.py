@@ -173,7 +173,7 @@ def check_types(params: dict[str, Any], required: dict[str, type | tuple[type, .
                 positive: tuple[str, ...] = ()) -> None:
     """ValueError, one sentence, for a missing, mistyped, empty (a blank string) or unknown
     parameter, or one of `positive` that is not above zero. A bool is accepted only where
-    bool is the type (TOML `true` is no number)."""
+    bool is the type (TOML `true` is no number). A `base_url` must pass `check_base_url`."""
     for key in required:
         if key not in params:
             raise ValueError(f"{key} is missing")
@@ -188,6 +188,21 @@ def check_types(params: dict[str, Any], required: dict[str, type | tuple[type, .
             raise ValueError(f"{key} is empty")
         if key in positive and value <= 0:
             raise ValueError(f"{key} must be positive, not {value}")
+    if "base_url" in params:
+        check_base_url(params["base_url"])
+
+
+def check_base_url(url: str) -> None:
+    """ValueError unless `url` is a plain http(s) URL: a config's base URL is frozen in the
+    plan, which is committed, and printed by `plan`, so it must hold no credentials (user-info,
+    a query, a fragment); a key belongs in the environment."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"base_url {url!r} is not an http or https URL")
+    if parts.username is not None or parts.password is not None or parts.query \
+            or parts.fragment:
+        raise ValueError("base_url must hold no user name, password, query or fragment (it is "
+                         "frozen in the plan and printed); put a key in the environment")
 
 
 class SDKSession:

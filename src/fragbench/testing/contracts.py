@@ -462,7 +462,12 @@ class _Suite:
         from fragbench.interfaces import Usage
 
         output = min(300 + number, self.contract.output_ceiling)
-        return Usage(input_tokens=400 + number, cached_tokens=100, cache_write_tokens=50,
+        declared = self.contract.usage_fields
+        # A field the contract leaves out is one the provider has no concept of: its server
+        # reports none (the scenario `unknown_costs` checks what happens when it does).
+        return Usage(input_tokens=400 + number,
+                     cached_tokens=100 if "cached_tokens" in declared else None,
+                     cache_write_tokens=50 if "cache_write_tokens" in declared else None,
                      output_tokens=output, reasoning_tokens=min(200, output))
 
     def expected_cost(self, number: int) -> Decimal:
@@ -475,7 +480,8 @@ class _Suite:
     def answer(self, **options: Any) -> Action:
         """A valid answer with the kit's usage (and the contract's tier, when it has one)."""
         base: dict[str, Any] = {"usage": self.usage}
-        if self.contract.service_tier is not None:
+        if self.contract.service_tier is not None or self.shape.name == "chat":
+            # A chat server names no tier unless asked for one (vLLM, llama.cpp, ...).
             base["service_tier"] = self.contract.service_tier
         return ok(**{**base, **options})
 
@@ -756,7 +762,9 @@ class _Suite:
                             f"{body.get('model')!r}, the contract declares "
                             f"{self.contract.model!r}")
             limits = {k: body[k] for k in self.shape.limit_keys if k in body}
-            if self.contract.output_ceiling not in limits.values():
+            # Every limit the request sets must be the ceiling: a server applies whichever it
+            # prefers (vLLM takes max_completion_tokens over max_tokens).
+            if not limits or set(limits.values()) != {self.contract.output_ceiling}:
                 raise _fail(self.who, CONTRACT, f"{name}: request {number + 1} sets "
                             f"{limits or 'no output limit'} ({' or '.join(self.shape.limit_keys)}"
                             f"); the contract's output ceiling is {self.contract.output_ceiling}")
@@ -865,6 +873,13 @@ class _Suite:
                 def lacking(number: int, field: str = field) -> Usage:
                     return attrs.evolve(self.usage(number), **{field: None})
                 faults[f"a usage without {field} at call 2"] = self.answer(usage=lacking)
+            elif field in self.shape.fields:
+                # Reported although the contract says the provider has no such concept: the
+                # contract is wrong for this server, and pricing it as zero could under-count.
+                def undeclared(number: int, field: str = field) -> Usage:
+                    return attrs.evolve(self.usage(number), **{field: 40})
+                faults[f"a usage reporting {field}, which the contract leaves out, at call "
+                       "2"] = self.answer(usage=undeclared)
 
         def too_long(number: int) -> Usage:
             return attrs.evolve(self.usage(number),
@@ -872,9 +887,9 @@ class _Suite:
                                 reasoning_tokens=0)
         faults["more output tokens than the ceiling at call 2"] = self.answer(usage=too_long)
         tier = self.contract.service_tier
-        if tier is not None:
-            other = "priority" if tier != "priority" else "flex"
-            faults[f"service tier {other!r} at call 2"] = self.answer(service_tier=other)
+        other = "priority" if tier != "priority" else "flex"
+        # Another tier than the contract's, or any tier when the contract names none.
+        faults[f"service tier {other!r} at call 2"] = self.answer(service_tier=other)
         for name, action in faults.items():
             ran = self.run(name, {1: action})
             self.stopped(name, ran, 2, "unknown_cost", COST)

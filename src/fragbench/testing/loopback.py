@@ -153,7 +153,7 @@ def response_body(text: str, *, model: str = "gpt-6-astra-2026-09-30", status: s
 
 
 def chat_body(text: str, *, model: str = "gpt-6-astra-2026-09-30", finish_reason: str = "stop",
-              service_tier: str | None = "default", usage: Any = None,
+              service_tier: str | None = None, usage: Any = None,
               refusal: str | None = None, number: int = 0) -> dict[str, Any]:
     """A Chat Completions `chat.completion` object. A refusal leaves `content` null and fills
     `message.refusal`, as the API does."""
@@ -308,10 +308,10 @@ class _Responses(Shape):
 class _Chat(Shape):
     name, path, suffix = "chat", "/v1/chat/completions", "/v1"
     fields = frozenset(COST_FIELDS)
-    default_fields = frozenset({"input_tokens", "cached_tokens", "output_tokens"})
-    """Chat Completions reports cached prompt tokens; cache writes only where the provider has
-    them (`prompt_tokens_details.cache_write_tokens`, as the openai SDK reads it): the default
-    body, like an OpenAI-compatible local server, carries none."""
+    default_fields = frozenset({"input_tokens", "output_tokens"})
+    """Chat Completions can report cached prompt tokens and cache writes
+    (`prompt_tokens_details`, as the openai SDK reads it); the default body, like an
+    OpenAI-compatible local server's, carries neither, and names no service tier."""
     limit_keys = ("max_completion_tokens", "max_tokens")
     key_env, url_env = "OPENAI_API_KEY", "OPENAI_BASE_URL"
     request_id_header, account_header = "x-request-id", OPENAI_ACCOUNT

@@ -40,7 +40,7 @@ from typing import Any
 from fragbench.errors import FragbenchError
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import BackendFailure, Contract, Reply, Request, Usage
-from fragbench.redact import SECRET_ENV
+from fragbench.redact import MIN_SECRET, SECRET_ENV
 from fragbench.transport import (
     SDKSession,
     check_types,
@@ -90,7 +90,9 @@ def usage_from(body: dict[str, Any]) -> Usage | None:
     return Usage(
         input_tokens=whole(usage.get("prompt_tokens")),
         cached_tokens=whole(prompt.get("cached_tokens")),
-        cache_write_tokens=None,  # no such concept: never declared, priced as zero
+        # Never declared (most servers have no such concept): a server that reports cache
+        # writes anyway (OpenAI itself) makes the cost unknown rather than priced as input.
+        cache_write_tokens=whole(prompt.get("cache_write_tokens")),
         output_tokens=whole(usage.get("completion_tokens")),
         reasoning_tokens=whole(completion.get("reasoning_tokens")),
     )
@@ -197,6 +199,12 @@ class OpenAIChatBackend:
                                  "server's key in the environment, or set key_env = \"\" for a "
                                  "server that takes none, and run again (nothing was sent or "
                                  "spent).")
+        if key_env and len(key) < MIN_SECRET:
+            # Shorter values cannot be told from ordinary words, so the redactor leaves them:
+            # a server echoing it in an error body would have it written.
+            raise FragbenchError(f"{key_env} is shorter than {MIN_SECRET} characters, too short "
+                                 "to be kept out of what fragbench writes; give the server a "
+                                 "longer key and run again (nothing was sent or spent).")
         refuse_env_headers("OPENAI_CUSTOM_HEADERS")
         return session(params, key)
 
