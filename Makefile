@@ -10,7 +10,7 @@ VENV := .venv
 STAMP := $(VENV)/.synced
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test chromium screenshots lint bench clean
 
 $(UV):
 	$(PYTHON) -m venv .bootstrap
@@ -32,9 +32,33 @@ demo: $(STAMP)
 	$(VENV)/bin/fragbench run experiments/protocol-1.0 --series extractive-again --backend extractive --out outputs/demo
 	$(VENV)/bin/fragbench run experiments/protocol-1.0-token-window --series extractive --out outputs/demo
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(VENV)/bin/ruff check src tests plugins benchmarks mutation
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
+
+# The browser tests (tests/test_browser.py) open report.html and the compare page in the system
+# Chromium, driven by Playwright (no browser download). Where none is on PATH and we are root
+# with apt-get (CI runs `make test` as root on a fresh machine), Debian's chromium is installed;
+# otherwise one line says why the browser tests will be skipped (pytest's -ra summary repeats
+# the reason) and the suite runs without them.
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+		:; \
+	elif [ "$$(id -u)" != 0 ]; then \
+		echo "make test: no Chromium, and not root: the browser tests will be skipped"; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "make test: no Chromium, and no apt-get: the browser tests will be skipped"; \
+	else \
+		echo "make test: installing Debian's chromium for the browser tests (apt-get)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		{ apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; } || \
+			echo "make test: apt-get could not install chromium: the browser tests will be skipped"; \
+	fi
+
+# The PNGs under docs/screenshots/: the demo series' report.html and a stopped loopback
+# series' report.html, rendered in the same Chromium as the browser tests.
+screenshots: $(STAMP) chromium
+	$(VENV)/bin/python docs/screenshots/make_screenshots.py
 
 # The benchmarks need the `bench` dependency group (bm25s, rank-bm25), which the other targets
 # do not install. Corpora go to a temporary folder, removed at the end.
@@ -42,6 +66,7 @@ bench: $(STAMP)
 	$(UV) sync --frozen --inexact --compile-bytecode --group bench --quiet
 	$(VENV)/bin/python benchmarks/bench_collection.py
 	$(VENV)/bin/python benchmarks/bench_process.py
+	$(VENV)/bin/python benchmarks/bench_figures.py
 
 clean:
 	rm -rf .bootstrap $(VENV) outputs/demo

@@ -106,7 +106,8 @@ def test_help_and_plugins_import_no_heavy_library() -> None:
             "from fragbench.cli import app\n"
             "for args in (['--help'], ['plugins']):\n"
             "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
-            "heavy = ('polars', 'numpy', 'scipy', 'openai', 'matplotlib')\n"
+            "heavy = ('polars', 'numpy', 'scipy', 'openai', 'anthropic', 'matplotlib', "
+            "'jinja2')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n")
     import subprocess
     import sys

@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 from conftest import CANARY_KEY, run_cli, run_process
 from loopback import Server, http_error
+from markupsafe import escape
 from matplotlib import image
 from test_plugins import fake_distribution, with_path
 from test_report_guard import aggregates
@@ -81,11 +82,15 @@ def test_report_tables_match_the_parquet_files(extractive: Path) -> None:
         assert int(row["n_valid"]) == record["n_valid"]
         assert int(row["n_invalid"]) == record["n_invalid"]
         assert int(row["valid"]) == record["n_valid"]
-    # Every sent call's raw answer is in the appendix.
+    # Every sent call's raw answer moved to report.html (escaped), beside its call, inside its
+    # raw response; report.md links to it (tests/test_report_html.py checks that page in full).
+    assert "[report.html](report.html)" in report and '{"answer"' not in report
+    page = (extractive / "report.html").read_text(encoding="utf-8")
     calls = pl.read_parquet(extractive / "calls.parquet")
     for row in calls.to_dicts():
-        assert f"{row['seq']}. {row['call_id']} — completed" in report
-        assert row["text"] in report
+        assert f'id="call-{row["call_id"]}"' in page and 'data-status="completed"' in page
+        assert str(escape(row["raw_response"])) in page
+        assert json.dumps(row["text"], ensure_ascii=False) in row["raw_response"]
     # No global score anywhere: every number shown belongs to one cell, or is a count of calls,
     # accounting or an identifier (the rule: test_report_guard.py).
     assert aggregates(extractive) == []

@@ -14,7 +14,12 @@ if TYPE_CHECKING:
 
 
 def scan(path: str | Path) -> dict[str, pl.LazyFrame]:
-    """Table name -> LazyFrame over every series at or under `path`, with a `series` column."""
+    """Table name -> LazyFrame over every series at or under `path`.
+
+    Every table has `experiment`, `series`, the series' `state` (complete, stopped,
+    interrupted) and `series_stop_reason` columns; the `series` table has one row per series
+    (backend, is_model, state, calls planned and sent). Details: `fragbench.compare.scan`.
+    """
     from fragbench.compare import scan as _scan
 
     return _scan(path)

@@ -238,7 +238,8 @@ def run(
     say(f"series {result.series_dir.name}: backend {result.label}{kind}")
     say(f"{result.sent} of {result.calls} calls sent; spent {usd(result.spent_usd)} USD")
     if result.tables_error is None:
-        say(f"outputs in {result.series_dir}; report: {result.series_dir / 'report.md'}")
+        say(f"outputs in {result.series_dir}; report: {result.series_dir / 'report.md'} and "
+            f"{result.series_dir / 'report.html'}")
     if result.stop and result.stop.unrecorded:
         _err(f"unrecorded outcome of call {result.stop.seq} (paid for, kept here since it "
              f"could not be written): {result.stop.unrecorded}")
@@ -272,42 +273,54 @@ def measure(
 @app.command()
 def report(series_dir: Annotated[Path, typer.Argument(help="A recorded series folder.")]
            ) -> None:
-    """Write report.md and its figures (PNG, SVG) for a recorded series."""
+    """Write report.md, report.html (the evidence, call by call) and the figures of a series."""
     from fragbench.report import write_report
+    from fragbench.report_html import REPORT_HTML
     from fragbench.series import require_series
 
     require_series(series_dir)
-    say(f"report written to {write_report(series_dir)}")
+    say(f"report written to {write_report(series_dir)} and {series_dir / REPORT_HTML}")
 
 
 @app.command()
 def compare(
     series_a: Annotated[Path, typer.Argument(help="A series folder.")],
     series_b: Annotated[Path, typer.Argument(help="Another series folder.")],
-    out: Annotated[Path | None, typer.Option(help="Also write the table (.parquet, .csv, "
+    out: Annotated[Path | None, typer.Option(help="Also write the whole table (.parquet, .csv, "
                                              ".jsonl).")] = None,
+    html: Annotated[Path | None, typer.Option(help="Also write the two series side by side "
+                                              "as one self-contained page (.html).")] = None,
 ) -> None:
-    """Join two series cell by cell (case, lang, variant, mode, rep), side by side."""
+    """Join two series cell by cell (case, lang, variant, mode, rep), side by side.
+
+    Prints the warnings first, one line per cell, then counts of cells (no score).
+    A cell differs when status, parsed, n_valid, n_invalid or conditions cited validly do.
+    A cell not compared has no `differs` (null): neither the same nor different.
+    """
     import polars as pl
 
-    from fragbench.compare import compare as do_compare
+    from fragbench.compare import compare_series, summary
+    from fragbench.errors import UsageError
     from fragbench.tables import check_output, write_table
 
     if out is not None:
         check_output(out, OUTPUT_FORMATS)
-    lines, table = do_compare(series_a, series_b)
-    for line in lines:
+    if html is not None and (html.suffix not in (".html", ".htm") or html.is_dir()):
+        raise UsageError(f"--html {html}: name a file ending in .html.")
+    comparison = compare_series(series_a, series_b)
+    for line in summary(comparison):
         say(line)
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=40,
-                   tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
-                   trim_decimal_zeros=True):
-        say(str(table.drop("conditions_cited_validly_a", "conditions_cited_validly_b",
-                           strict=False)))
     if out is not None:
-        if lines[0].startswith("WARNING"):
-            table = table.with_columns(pl.lit(" ".join(lines[:-1])).alias("warning"))
+        table = comparison.table
+        if comparison.warnings:
+            table = table.with_columns(pl.lit(" ".join(comparison.warnings)).alias("warning"))
         write_table(table, out)
         say(f"written to {out}")
+    if html is not None:
+        from fragbench.compare_html import write_compare_page
+
+        write_compare_page(comparison, html, _redactor().text)
+        say(f"page written to {html}")
 
 
 @app.command()
@@ -341,6 +354,23 @@ def plugins(
             default = ", default" if name == found.default else ""
             shown.append(f"{name} (plugin {plugin}{missing}{default})")
         say(f"config   {found.config}: --backend {' | '.join(shown) or 'none defined'}")
+
+
+@app.command()
+def export(
+    series_dir: Annotated[Path, typer.Argument(help="A recorded series folder.")],
+    fmt: Annotated[str, typer.Option(
+        "--format", help="csv or jsonl (money as exact decimal text; docs/tables.md).")],
+    out: Annotated[Path | None, typer.Option(
+        help="Folder to write into (default: SERIES_DIR/export).")] = None,
+) -> None:
+    """Write every table of a series (measures.json's, retrieval, facts) as CSV or JSON lines,
+    one file per table. Nothing is half-written: all files or none."""
+    from fragbench.export import EXPORT_DIR, summary
+    from fragbench.export import export as do_export
+
+    files = do_export(series_dir, fmt, out)
+    say(summary(files, series_dir / EXPORT_DIR if out is None else out))
 
 
 def main() -> None:

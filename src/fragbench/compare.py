@@ -1,17 +1,25 @@
 """Loading series with Polars, and comparing two series cell by cell.
 
 `scan(path)` finds every series at or under `path` (a folder holding `series.json`) and returns
-one LazyFrame per table name, over all of them, with `experiment` and `series` columns.
-`compare(a, b)` joins two series on (case, lang, variant, mode, rep). A cell is compared only
-when both sides answered (status completed or incomplete); any other cell says so, and a
-series that is stopped, interrupted or incomplete is named in the first line. Series of two
-providers (model backends of different plugins) are compared only when both are complete.
+one LazyFrame per table name, over all of them, each row labelled with its series (`experiment`,
+`series`) and the series' state (`state`, `series_stop_reason`, from status.json), plus a
+`series` table with one row per series.
+
+`compare_series(a, b)` joins two series on (case, lang, variant, mode, rep). A cell is compared
+only when both sides answered (status completed or incomplete) the same request; any other cell
+says why not, and a series that is stopped, interrupted or incomplete is named first. `differs`
+is null for a cell not compared: a missing side is never "the same" nor "different". Series of
+two providers (model backends of different plugins) are compared only when both are complete.
+`summary` is the narrow text `fragbench compare` prints; `compare_html` draws the same as a page.
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
+from typing import Any
 
+import attrs
 import polars as pl
 
 from fragbench.errors import SeriesError
@@ -20,6 +28,13 @@ from fragbench.series import MEASURES_FILE, MONEY, read_json
 CELL = ["case", "lang", "variant", "mode", "rep"]
 SIDE = ["status", "parsed", "n_citations", "n_valid", "n_invalid", "conditions_cited_validly",
         "cost_usd"]
+DIFFERS_ON = ["status", "parsed", "n_valid", "n_invalid", "conditions_cited_validly"]
+"""What `differs` looks at: the outcome and the citation counts of the exact level. Cost is
+left out (it differs between any two billed calls and says nothing about the answer)."""
+SERIES_LABELS = ("experiment", "series", "state", "series_stop_reason")
+"""Added to every scanned table. The series' stop reason is not called `stop_reason`: calls and
+completeness already have a `stop_reason` column, set only on the call where a series stopped."""
+SCREEN_WIDTH = 100
 
 
 def series_dirs(path: Path) -> list[Path]:
@@ -32,10 +47,11 @@ def series_dirs(path: Path) -> list[Path]:
     return found
 
 
-def _refuse_inexact_money(frame: pl.LazyFrame, series_dir: Path, rel: str) -> None:
+def _check_schema(frame: pl.LazyFrame, series_dir: Path, rel: str) -> None:
     """Money (`*_usd` columns) must be exact decimals: one table of float money (written
     before money was exact, or by a measure that used floats) would make the relaxed concat
-    below turn every series' money into floats, silently."""
+    below turn every series' money into floats, silently. And a table may not already hold a
+    column scan adds: it would be overwritten without a word."""
     try:
         schema = frame.collect_schema()  # Parquet metadata only, no data read
     except (OSError, pl.exceptions.PolarsError) as exc:
@@ -46,32 +62,89 @@ def _refuse_inexact_money(frame: pl.LazyFrame, series_dir: Path, rel: str) -> No
                 f"{series_dir / rel}: money column {column} is {dtype}, not the exact {MONEY}; "
                 f"rebuild the series' tables with `fragbench measure {series_dir}` (or fix the "
                 "measure that writes it).")
+        if column in SERIES_LABELS:
+            raise SeriesError(
+                f"{series_dir / rel}: has a column {column}, which scan adds to every table "
+                f"({', '.join(SERIES_LABELS)}); rename it in the measure that writes it.")
+
+
+def _series_info(series_dir: Path) -> dict[str, Any]:
+    """series.json with status.json over it: who collected, and how it ended."""
+    return {**read_json(series_dir / "series.json"), **read_json(series_dir / "status.json")}
+
+
+def _labels(info: dict[str, Any]) -> list[pl.Expr]:
+    stop = info.get("stop") or {}
+    return [pl.lit(info["experiment"]).alias("experiment"),
+            pl.lit(info["series"]).alias("series"),
+            pl.lit(info["state"]).alias("state"),
+            pl.lit(stop.get("reason"), pl.String).alias("series_stop_reason")]
+
+
+def _series_row(info: dict[str, Any], calls: pl.LazyFrame) -> pl.LazyFrame:
+    """The `series` table's row for one series: what it is, how it ended, what it sent."""
+    return calls.select(
+        *_labels(info),
+        pl.lit(info["backend"]).alias("backend"),
+        pl.lit(info["backend_plugin"]).alias("backend_plugin"),
+        pl.lit(info["is_model"]).alias("is_model"),
+        pl.len().cast(pl.Int32).alias("calls_planned"),
+        (pl.col("status") != "not_sent").sum().cast(pl.Int32).alias("calls_sent"),
+    )
 
 
 def scan(path: str | Path) -> dict[str, pl.LazyFrame]:
-    """Table name -> LazyFrame over every series at or under `path`."""
+    """Table name -> LazyFrame over every series at or under `path`.
+
+    Every table gains `experiment`, `series`, `state` (status.json: complete, stopped or
+    interrupted) and `series_stop_reason` (technical_failure, changed_model, unknown_cost,
+    budget; null unless stopped). The `series` table has one row per series: those four, then
+    backend, backend_plugin, is_model, calls_planned and calls_sent. Keep only complete series
+    with `pl.col("state") == "complete"` on any table, or pick series from the `series` table
+    and keep their rows with one semi join on ("experiment", "series").
+    """
     frames: dict[str, list[pl.LazyFrame]] = {}
     for d in series_dirs(Path(path)):
-        info = read_json(d / "series.json")
+        info = _series_info(d)
         tables = [(e["table"], e["path"]) for e in read_json(d / MEASURES_FILE)]
         tables += [("retrieval", "retrieval.parquet"), ("facts", "facts.parquet")]
         for name, rel in tables:
             frame = pl.scan_parquet(d / rel)
-            _refuse_inexact_money(frame, d, rel)
-            frames.setdefault(name, []).append(
-                frame.with_columns(
-                    pl.lit(info["experiment"]).alias("experiment"),
-                    pl.lit(info["series"]).alias("series"),
-                ))
+            _check_schema(frame, d, rel)
+            frames.setdefault(name, []).append(frame.with_columns(*_labels(info)))
+            if name == "calls":
+                frames.setdefault("series", []).append(_series_row(info, frame))
     return {name: pl.concat(parts, how="diagonal_relaxed") for name, parts in frames.items()}
 
 
-def _side(path: Path) -> tuple[dict, pl.DataFrame]:
+@attrs.frozen
+class Comparison:
+    """Two series side by side: who they are, the warnings to show first, and the table."""
+
+    dir_a: Path
+    dir_b: Path
+    info_a: dict[str, Any]
+    info_b: dict[str, Any]
+    warnings: list[str]
+    table: pl.DataFrame
+
+    @property
+    def sides(self) -> list[str]:
+        """Who is A and who is B, a non-model baseline named as such."""
+        return [f"A: {describe(self.info_a)}", f"B: {describe(self.info_b)}"]
+
+    @property
+    def lines(self) -> list[str]:
+        """Warnings first, then who is A and who is B on one line (unwrapped)."""
+        return [*self.warnings, " · ".join(self.sides)]
+
+
+def _side(path: Path) -> tuple[Path, dict[str, Any], pl.DataFrame]:
     dirs = series_dirs(path)
     if len(dirs) != 1:
         raise SeriesError(f"{path}: holds {len(dirs)} series; name one series folder.")
     d = dirs[0]
-    info = {**read_json(d / "series.json"), **read_json(d / "status.json")}
+    info = _series_info(d)
     tables = scan(d)
     calls = tables["calls"].select(*CELL, "call_id", "status", "cost_usd", "request_sha256")
     if "citations_per_call" in tables:
@@ -85,15 +158,15 @@ def _side(path: Path) -> tuple[dict, pl.DataFrame]:
             *[pl.lit(None, pl.Int32).alias(c) for c in ("n_citations", "n_valid", "n_invalid")],
             pl.lit(None, pl.List(pl.String)).alias("conditions_cited_validly"),
         )
-    return info, calls.drop("call_id").collect()
+    return d, info, calls.drop("call_id").collect()
 
 
-def describe(info: dict) -> str:
+def describe(info: dict[str, Any]) -> str:
     kind = "model" if info["is_model"] else "NON-MODEL BASELINE"
     return f"{info['series']} ({info['label']}, {kind})"
 
 
-def _refuse_partial_provider_comparison(info_a: dict, info_b: dict) -> None:
+def _refuse_partial_provider_comparison(info_a: dict[str, Any], info_b: dict[str, Any]) -> None:
     """Protocol 1.0, Limits: a second provider's series is never presented as a comparison
     unless it is whole. Two model series of different backend plugins (providers) are compared
     only when both are complete; a partial one has its own report. Series of one provider, or
@@ -109,31 +182,32 @@ def _refuse_partial_provider_comparison(info_a: dict, info_b: dict) -> None:
                           "own report instead.")
 
 
-def compare(a: Path, b: Path) -> tuple[list[str], pl.DataFrame]:
-    """Warnings (first) and the side-by-side table, one row per planned cell and repetition."""
-    info_a, calls_a = _side(a)
-    info_b, calls_b = _side(b)
-    _refuse_partial_provider_comparison(info_a, info_b)
-    table = calls_a.join(calls_b, on=CELL, how="full", coalesce=True, suffix="_b")
-    table = table.rename({c: f"{c}_a" for c in SIDE if c in calls_a.columns})
-    answered = ["completed", "incomplete"]
-    same_request = pl.col("request_sha256") == pl.col("request_sha256_b")
-    table = table.with_columns(
-        (pl.col("status_a").is_in(answered) & pl.col("status_b").is_in(answered)
-         & same_request).fill_null(False).alias("compared"),
-    ).with_columns(
-        pl.when(pl.col("compared")).then(pl.lit(""))
-        .when(pl.col("status_a").is_null()).then(pl.lit("cell absent from A"))
-        .when(pl.col("status_b").is_null()).then(pl.lit("cell absent from B"))
-        .when(~same_request).then(pl.lit("not compared: the two calls sent different requests"))
-        .otherwise(pl.format("not compared: A {}, B {}", "status_a", "status_b"))
-        .alias("note"),
-    ).sort(CELL)
-    columns = [*CELL, "compared"]
-    for c in SIDE:
-        columns += [f"{c}_a", f"{c}_b"] if f"{c}_a" in table.columns else []
-    table = table.select(*columns, "note")
+def _changed(field: str) -> pl.Expr:
+    """Whether `field` differs between A and B. Null equals null (a count neither side
+    measured); the conditions cited validly are compared as sets (their order is the
+    answer's)."""
+    a, b = pl.col(f"{field}_a"), pl.col(f"{field}_b")
+    if field == "conditions_cited_validly":
+        a, b = a.list.unique().list.sort(), b.list.unique().list.sort()
+    return a.ne_missing(b)
 
+
+def _differs() -> pl.Expr:
+    """True when a compared cell differs in any of DIFFERS_ON; null when not compared."""
+    changed = pl.any_horizontal([_changed(field) for field in DIFFERS_ON])
+    return pl.when(pl.col("compared")).then(changed).alias("differs")
+
+
+def differing_fields(table: pl.DataFrame) -> list[list[str]]:
+    """Per row of a comparison table, which of DIFFERS_ON differ (empty when not compared):
+    what the page shows beside `differs`, from the same expressions."""
+    flags = table.select(
+        pl.when(pl.col("compared")).then(_changed(field)).otherwise(False).alias(field)
+        for field in DIFFERS_ON)
+    return [[field for field in DIFFERS_ON if row[field]] for row in flags.to_dicts()]
+
+
+def _warnings(info_a: dict[str, Any], info_b: dict[str, Any], table: pl.DataFrame) -> list[str]:
     warnings = []
     if info_a["plan_sha256"] != info_b["plan_sha256"]:
         warnings.append("WARNING: the two series ran different frozen plans; cells whose "
@@ -148,6 +222,82 @@ def compare(a: Path, b: Path) -> tuple[list[str], pl.DataFrame]:
     uncompared = table.filter(~pl.col("compared")).height
     if uncompared:
         warnings.append(f"WARNING: {uncompared} of {table.height} cells are not compared "
-                        "(see the note column); they are never counted as compared.")
-    header = f"A: {describe(info_a)} · B: {describe(info_b)}"
-    return [*warnings, header], table
+                        "(each says why); they are never counted as compared.")
+    return warnings
+
+
+def compare_series(a: Path, b: Path) -> Comparison:
+    """Both series read, the provider guard applied, the side-by-side table built: one row
+    per planned cell and repetition, with `compared`, `differs` (null when not compared) and
+    the `note` saying why a cell is not compared."""
+    dir_a, info_a, calls_a = _side(a)
+    dir_b, info_b, calls_b = _side(b)
+    _refuse_partial_provider_comparison(info_a, info_b)
+    table = calls_a.join(calls_b, on=CELL, how="full", coalesce=True, suffix="_b")
+    table = table.rename({c: f"{c}_a" for c in SIDE if c in calls_a.columns})
+    answered = ["completed", "incomplete"]
+    same_request = pl.col("request_sha256") == pl.col("request_sha256_b")
+    table = table.with_columns(
+        (pl.col("status_a").is_in(answered) & pl.col("status_b").is_in(answered)
+         & same_request).fill_null(False).alias("compared"),
+    ).with_columns(
+        _differs(),
+        pl.when(pl.col("compared")).then(pl.lit(""))
+        .when(pl.col("status_a").is_null()).then(pl.lit("cell absent from A"))
+        .when(pl.col("status_b").is_null()).then(pl.lit("cell absent from B"))
+        .when(~same_request).then(pl.lit("not compared: the two calls sent different requests"))
+        .otherwise(pl.format("not compared: A {}, B {}", "status_a", "status_b"))
+        .alias("note"),
+    ).sort(CELL)
+    columns = [*CELL, "compared", "differs"]
+    for c in SIDE:
+        columns += [f"{c}_a", f"{c}_b"] if f"{c}_a" in table.columns else []
+    table = table.select(*columns, "note")
+    return Comparison(dir_a, dir_b, info_a, info_b, _warnings(info_a, info_b, table), table)
+
+
+def compare(a: Path, b: Path) -> tuple[list[str], pl.DataFrame]:
+    """Warnings (first), who is A and B on one line, and the table (`compare_series`)."""
+    comparison = compare_series(a, b)
+    return comparison.lines, comparison.table
+
+
+def _pair(a: Any, b: Any) -> str:
+    return f"{'—' if a is None else a} / {'—' if b is None else b}"
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    if row["compared"]:
+        return "differs" if row["differs"] else "same"
+    if row["note"].startswith("not compared: the two calls"):
+        return "not compared (different requests)"
+    return "not compared"
+
+
+def summary(comparison: Comparison, width: int = SCREEN_WIDTH) -> list[str]:
+    """What `fragbench compare` prints, narrow where the whole table (`--out`) is wide: the
+    warnings, who is A and who is B, one line per cell (case lang variant mode rep, status
+    A / B, valid citations A / B, differs, same or not compared), then counts of cells. Every
+    line fits `width` columns: a longer one wraps, indented. Counts of cells only, no score."""
+    rows = comparison.table.to_dicts()
+    cells = [" ".join(str(r[c]) if c != "rep" else f"r{r[c]}" for c in CELL) for r in rows]
+    statuses = [_pair(r["status_a"], r["status_b"]) for r in rows]
+    valid = [_pair(r["n_valid_a"], r["n_valid_b"]) for r in rows]
+    w_cell = max([len("cell"), *map(len, cells)])
+    w_status = max([len("status A / B"), *map(len, statuses)])
+    w_valid = max([len("valid A / B"), *map(len, valid)])
+    lines = [f"{'cell':<{w_cell}}  {'status A / B':<{w_status}}  {'valid A / B':<{w_valid}}  "
+             "differs"]
+    lines += [f"{c:<{w_cell}}  {s:<{w_status}}  {v:<{w_valid}}  {_verdict(r)}"
+              for c, s, v, r in zip(cells, statuses, valid, rows, strict=True)]
+    table = comparison.table
+    compared = table.filter(pl.col("compared"))
+    differing = compared.filter(pl.col("differs")).height
+    lines.append(f"{table.height} cells: {compared.height} compared, of which {differing} "
+                 f"differ and {compared.height - differing} are the same; "
+                 f"{table.height - compared.height} not compared.")
+    wrapped = []
+    for line in [*comparison.warnings, *comparison.sides, *lines]:
+        wrapped += textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False,
+                                 drop_whitespace=True) or [""]
+    return wrapped

@@ -1,4 +1,9 @@
-"""`fragbench report`: a Markdown report of a recorded series, with its figures beside it.
+"""`fragbench report`: a Markdown report of a recorded series, with its figures and, beside
+it, report.html (`report_html.py`).
+
+report.md is what a reader reads: what was run, availability, citations per call, stops and
+errors, usage per cell, limits. The evidence call by call (fragments, highlighted extracts,
+answers, raw responses) is in report.html, and every table in the series folder.
 
 Everything comes from the series folder's tables; nothing is recomputed differently for the
 report, and nothing is summed into a global score: tables stay split by case, language, mode and
@@ -17,7 +22,9 @@ import polars as pl
 
 from fragbench.budget import usd
 from fragbench.builtin.citations import FOLDED_LEVEL, REASONS
+from fragbench.figures import has_cuts, setting_order
 from fragbench.journal import JOURNAL_FILE, read_journal
+from fragbench.report_html import REPORT_HTML, write_html_report
 from fragbench.series import MEASURES_FILE, read_json
 
 REPORT_FILE = "report.md"
@@ -63,7 +70,8 @@ def markdown_table(frame: pl.DataFrame) -> str:
     return "\n".join([head, rule, *rows])
 
 
-def _load(series_dir: Path) -> dict[str, pl.DataFrame]:
+def load_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
+    """Every table measures.json lists, by name (calls and each measure's)."""
     manifest = read_json(series_dir / MEASURES_FILE)
     return {e["table"]: pl.read_parquet(series_dir / e["path"]) for e in manifest}
 
@@ -112,19 +120,6 @@ def _run_section(series_dir: Path, info: dict[str, Any], status: dict[str, Any],
     return out
 
 
-def setting_order(labelled: pl.DataFrame) -> list[str]:
-    """Retrieval settings by chunk size then top-k, then the full passage."""
-    retrieval = labelled.filter(pl.col("mode") == "retrieval").sort("chunk_size", "top_k")
-    return [*retrieval["setting"].unique(maintain_order=True).to_list(), "full"]
-
-
-def has_cuts(availability: pl.DataFrame) -> bool:
-    """Whether any condition was supplied only cut (a span chunker's fragment); tables written
-    before span chunkers existed have no such column, and none was."""
-    return "n_conditions_cut" in availability.columns and bool(
-        availability["n_conditions_cut"].fill_null(0).max() or 0)
-
-
 def availability_matrix(availability: pl.DataFrame) -> pl.DataFrame:
     """One row per case x language x variant, one column per setting: `n/N: IDs` (condition
     IDs supplied whole), followed by `; cut c: IDs` where c more were supplied only cut."""
@@ -151,15 +146,76 @@ def availability_matrix(availability: pl.DataFrame) -> pl.DataFrame:
     return wide.select("case", "lang", "variant", *order)
 
 
+def _citations_section(tables: dict[str, pl.DataFrame], calls: pl.DataFrame,
+                       not_sent: int) -> list[str]:
+    """Per sent call: how many citations, how many hold word for word, and why each other one
+    does not (exact level), with the typographic level beside it, never merged."""
+    per_call = (tables["citations_per_call"]
+                .join(calls.select("call_id", "status"), on="call_id", maintain_order="left")
+                .filter(pl.col("status") != "not_sent")
+                .sort("case", "lang", "mode", "variant", "rep"))
+    reasons = (tables["citations"].group_by("call_id", "reason").len()
+               .pivot(on="reason", index="call_id", values="len"))
+    missing = [r for r in REASONS if r not in reasons.columns]
+    reasons = reasons.with_columns(pl.lit(None, pl.UInt32).alias(r) for r in missing)
+    exact = per_call.join(reasons, on="call_id", how="left", maintain_order="left").with_columns(
+        pl.when(pl.col("parsed")).then(pl.col(r).fill_null(0)) for r in REASONS)
+    left_out = (" Calls never sent are left out: nothing was measured (see Stops and errors)."
+                if not_sent else "")
+    return ["", "## Citations that hold word for word", "",
+            "Exact level: the extract must be an exact substring of the text shown under the "
+            "cited ID (no case, space, quote or accent folding). A valid extract does not show "
+            "that it supports the whole answer. Calls without a parsed answer show — (nothing "
+            f"measured), never zero.{left_out} `n_valid_folded` is the typographic level, "
+            f"reported beside and never merged: it folds only typographic variants "
+            f"({FOLDED_LEVEL}). Each extract highlighted in the fragment that holds it: "
+            f"[{REPORT_HTML}]({REPORT_HTML}).", "",
+            f"![Citation outcomes per call]({FIGURES_DIR}/citations.png)", "",
+            markdown_table(exact.select(
+                "call_id", "parsed", "n_citations", "n_valid", "n_invalid", *REASONS,
+                "n_valid_folded", "conditions_cited_validly", "supplied_conditions_not_cited"))]
+
+
+def _stops_section(completeness: pl.DataFrame, calls: pl.DataFrame, not_sent: int) -> list[str]:
+    """Only the calls that did not simply complete with a parsed answer: a stop, a failure, an
+    interruption, a refusal, an answer cut short or not parsed. Calls never sent are counted in
+    one line (report.html lists each)."""
+    rows = (completeness
+            .join(calls.select("call_id", "parse_error"), on="call_id", maintain_order="left")
+            .filter(pl.col("stop_reason").is_not_null()
+                    | ((pl.col("status") != "not_sent")
+                       & ((pl.col("status") != "completed") | ~pl.col("parsed").fill_null(False)
+                          | pl.col("refused").fill_null(False)
+                          | pl.col("incomplete_reason").is_not_null()
+                          | pl.col("error").is_not_null()))))
+    out = ["", "## Stops and errors", ""]
+    if rows.height:
+        out += ["Every call sent that did not complete with a parsed answer, or where the "
+                "series stopped; each is shown in full in the HTML report.", "",
+                markdown_table(rows.select(
+                    "call_id", "status", "stop_reason", "answered", "parsed", "parse_error",
+                    "refused", "incomplete_reason", "error"))]
+    else:
+        out.append("Every call sent completed with a parsed answer: no stop, failure, refusal, "
+                   "answer cut short or unparsed.")
+    if not_sent:
+        out += ["", f"{not_sent} planned calls were not sent (the series stopped)."]
+    return out
+
+
 def write_report(series_dir: Path) -> Path:
+    """Write report.md, what a reader reads (what was run, availability, citations per call,
+    stops and errors, usage, limits), its figures, and report.html beside it: the evidence
+    call by call (fragments, highlighted extracts, answers, raw responses)."""
     from fragbench.figures import availability_heatmap, citation_outcomes
 
     info = read_json(series_dir / "series.json")
     status = read_json(series_dir / "status.json")
     plan = read_json(series_dir / "plan.json")
     manifest = read_json(series_dir / MEASURES_FILE)
-    tables = _load(series_dir)
+    tables = load_tables(series_dir)
     calls = tables["calls"]
+    not_sent = calls.filter(pl.col("status") == "not_sent").height
     figures = series_dir / FIGURES_DIR
     figures.mkdir(exist_ok=True)
 
@@ -171,7 +227,12 @@ def write_report(series_dir: Path) -> Path:
                 "here is a model's result.", ""]
     out += ["Measures, not a verdict: every table is split by case, language, mode and variant; "
             "the three repetitions are shown as three. Null and adverse results are published "
-            "as they are.", ""]
+            "as they are.", "",
+            "The evidence call by call (the fragments each call was shown with every extract "
+            "highlighted where it is, the answers, each citation's reason, usage and the raw "
+            f"responses) is in [{REPORT_HTML}]({REPORT_HTML}), one file that opens offline. "
+            "Every table is in this folder (`calls.parquet`, `citations.parquet`, "
+            "`availability.parquet`, …), documented in fragbench's `docs/tables.md`.", ""]
     out += _run_section(series_dir, info, status, plan, calls)
 
     if "availability" in tables:
@@ -190,36 +251,14 @@ def write_report(series_dir: Path) -> Path:
     if "citations" in tables:
         citation_outcomes(tables["citations"], tables["citations_per_call"], calls,
                           figures / "citations", info)
-        per_call = tables["citations_per_call"].sort("case", "lang", "mode", "variant", "rep")
-        reasons = (tables["citations"].group_by("call_id", "reason").len()
-                   .pivot(on="reason", index="call_id", values="len"))
-        missing = [r for r in REASONS if r not in reasons.columns]
-        reasons = reasons.with_columns(pl.lit(None, pl.UInt32).alias(r) for r in missing)
-        exact = per_call.join(reasons, on="call_id", how="left",
-                              maintain_order="left").with_columns(
-            pl.when(pl.col("parsed")).then(pl.col(r).fill_null(0)) for r in REASONS)
-        out += ["", "## Citations that hold word for word", "",
-                "Exact level: the extract must be an exact substring of the supplied sentence "
-                "of the cited ID (no case, space, quote or accent folding). A valid extract "
-                "does not show that it supports the whole answer. Calls without a parsed "
-                "answer show — (nothing measured), never zero.", "",
-                f"![Citation outcomes per call]({FIGURES_DIR}/citations.png)", "",
-                markdown_table(exact.select(
-                    "call_id", "parsed", "n_citations", "n_valid", "n_invalid", *REASONS,
-                    "conditions_cited_validly", "supplied_conditions_not_cited")),
-                "", "### Typographic level (reported beside, never merged)", "",
-                f"Folds only typographic variants: {FOLDED_LEVEL}.", "",
-                markdown_table(per_call.select("call_id", "parsed", "n_citations", "n_valid",
-                                               "n_valid_folded"))]
+        out += _citations_section(tables, calls, not_sent)
     if "completeness" in tables:
-        out += ["", "## Completeness and errors", "",
-                markdown_table(tables["completeness"].select(
-                    "call_id", "status", "stop_reason", "answered", "parsed", "refused",
-                    "incomplete_reason", "error"))]
+        out += _stops_section(tables["completeness"], calls, not_sent)
     if "usage" in tables:
         out += ["", "## Usage and cost per cell", "",
                 "Token sums over the calls with a known usage; `counted_usd` is what the budget "
-                "counts (unknown costs at their whole reservation).", "",
+                "counts (unknown costs at their whole reservation). Each call's own usage and "
+                f"cost: [{REPORT_HTML}]({REPORT_HTML}).", "",
                 markdown_table(tables["usage"])]
 
     diagnostics = [e for e in manifest if e["kind"] == "diagnostic"]
@@ -236,17 +275,8 @@ def write_report(series_dir: Path) -> Path:
                 "docs/plugins.md says how to plug such a checker in as a diagnostic measure."]
 
     out += ["", "## Limits", ""] + [f"- {line}" for line in LIMITS]
-    out += ["", "## Appendix: every raw answer", ""]
-    for row in calls.sort("seq").to_dicts():
-        if row["status"] == "not_sent":
-            continue
-        out += [f"### {row['seq']}. {row['call_id']} — {row['status']}", ""]
-        parts = [(label, row[label]) for label in ("text", "refusal", "error") if row[label]]
-        for label, body in parts or [("text", "")]:
-            out += [f"```{label}", body.replace("```", "ˋˋˋ"), "```", ""]
-    not_sent = calls.filter(pl.col("status") == "not_sent").height
-    if not_sent:
-        out += [f"{not_sent} planned calls were not sent (the series stopped).", ""]
+    out += ["", f"Every answer as it came, and every raw response: [{REPORT_HTML}]({REPORT_HTML})."]
     path = series_dir / REPORT_FILE
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    write_html_report(series_dir, tables)
     return path

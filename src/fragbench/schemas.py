@@ -1,16 +1,26 @@
 """The documented schema of every table a series holds; renders docs/tables.md.
 
-`python -m fragbench.schemas > docs/tables.md` regenerates the page; a test checks that the
-page is current and that every column of every table written is documented.
+`python -m fragbench.schemas > docs/tables.md` regenerates the page; tests check that the page
+is current and that every table written has exactly the documented columns, each of the
+documented Polars type (tests/test_tables_doc.py reads the page itself, so a hand edit that
+drifts from the files fails too).
+
+The meanings live beside the code that computes each table; the types are declared here, one
+mapping per table, because most writers build their columns by expressions rather than from a
+declared schema (calls.parquet is the exception: its types come from `CALLS_SCHEMA`).
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
 
 from fragbench.builtin.availability import AVAILABILITY_SCHEMA, CALL_AVAILABILITY_SCHEMA
 from fragbench.builtin.citations import CITATIONS_SCHEMA, PER_CALL_SCHEMA
 from fragbench.builtin.completeness import COMPLETENESS_SCHEMA, USAGE_SCHEMA
 from fragbench.retrieval import RETRIEVAL_SCHEMA
-from fragbench.series import CALLS_SCHEMA
+from fragbench.series import CALLS_SCHEMA, MONEY
 
 FACTS_SCHEMA = {
     "case": "case ID",
@@ -42,6 +52,65 @@ TABLES: list[tuple[str, str, dict[str, str]]] = [
      USAGE_SCHEMA),
 ]
 
+IDS = pl.List(pl.String)
+"""A list of fact IDs (or of short codes): space-joined in an exported CSV."""
+PASSAGE_TYPES: dict[str, Any] = {"case": pl.String, "lang": pl.String, "variant": pl.String}
+CALL_TYPES: dict[str, Any] = {"call_id": pl.String, **PASSAGE_TYPES, "mode": pl.String,
+                              "rep": pl.Int32}
+SPLIT_TYPES: dict[str, Any] = {
+    "supplied_ids": IDS, "conditions": IDS, "conditions_supplied": IDS, "conditions_cut": IDS,
+    "conditions_missing": IDS, "n_conditions_supplied": pl.Int32, "n_conditions_cut": pl.Int32,
+    "n_conditions": pl.Int32, "others_supplied": IDS,
+}
+TOKENS: dict[str, Any] = {name: pl.Int64 for name in (
+    "input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")}
+
+TYPES: dict[str, dict[str, Any]] = {
+    "facts": {"case": pl.String, "lang": pl.String, "fact_id": pl.String, "text": pl.String,
+              "is_condition": pl.Boolean},
+    "retrieval": {**PASSAGE_TYPES, "chunk_size": pl.Int32, "top_k": pl.Int32,
+                  "chunk": pl.Int32, "fact_ids": IDS, "whole_fact_ids": IDS,
+                  "cut_fact_ids": IDS, "score": pl.Float64, "rank": pl.Int32,
+                  "selected": pl.Boolean, "tied": pl.Boolean, "text": pl.String,
+                  "start": pl.Int32, "end": pl.Int32, "n_terms": pl.Int64,
+                  "matched_terms": IDS},
+    "calls": {name: dtype for name, (dtype, _) in CALLS_SCHEMA.items()},
+    "availability": {**PASSAGE_TYPES, "mode": pl.String, "chunk_size": pl.Int32,
+                     "top_k": pl.Int32, "main_setting": pl.Boolean, **SPLIT_TYPES},
+    "call_availability": {**CALL_TYPES, "status": pl.String, **SPLIT_TYPES},
+    "citations": {**CALL_TYPES, "citation": pl.Int32, "id": pl.String, "extract": pl.String,
+                  "valid": pl.Boolean, "reason": pl.String, "valid_folded": pl.Boolean,
+                  "reason_folded": pl.String},
+    "citations_per_call": {**CALL_TYPES, "parsed": pl.Boolean, "n_citations": pl.Int32,
+                           "n_valid": pl.Int32, "n_invalid": pl.Int32, "valid_ids": IDS,
+                           "conditions_cited_validly": IDS,
+                           "supplied_conditions_not_cited": IDS,
+                           "supplied_conditions_not_cited_validly": IDS,
+                           "n_valid_folded": pl.Int32},
+    "completeness": {**CALL_TYPES, "status": pl.String, "stop_reason": pl.String,
+                     "answered": pl.Boolean, "parsed": pl.Boolean, "refused": pl.Boolean,
+                     "incomplete_reason": pl.String, "error": pl.String},
+    "usage": {**PASSAGE_TYPES, "mode": pl.String, "calls_planned": pl.Int32,
+              "calls_sent": pl.Int32, **TOKENS, "cost_usd": MONEY,
+              "calls_cost_unknown": pl.Int32, "counted_usd": MONEY},
+}
+"""Table -> column -> the Polars type its writer gives it (tests/test_tables_doc.py checks them
+against the files of a baseline, a model, and an empty series)."""
+
+
+def type_name(dtype: Any) -> str:
+    """A Polars type as the page writes it: `String`, `List(String)`, `Decimal(38, 18)`,
+    `List(Struct(id: String, extract: String))`; the same for a declared and a read type."""
+    if isinstance(dtype, pl.Decimal):
+        return f"Decimal({dtype.precision}, {dtype.scale})"
+    if isinstance(dtype, pl.List):
+        return f"List({type_name(dtype.inner)})"
+    if isinstance(dtype, pl.Struct):
+        return "Struct(" + ", ".join(f"{f.name}: {type_name(f.dtype)}"
+                                     for f in dtype.fields) + ")"
+    return str(dtype)
+
+
 INTRO = """# Tables of a series
 
 A series folder is `OUT/<experiment>/<series>/` (`OUT` is `outputs` unless `--out` says
@@ -63,6 +132,32 @@ needing more than 18 decimals or 20 integer digits is refused with its value nam
 rounded. `fragbench.scan` refuses a table whose money is not of that type (rebuild it with
 `fragbench measure`); the report shows money as plain decimals (`0.003024`).
 
+Each table below gives every column's Polars type. `List(String)` is a list of strings;
+`Decimal(38, 18)` is exact money; a column may hold nulls whatever its type (each meaning says
+when).
+
+## Exporting: CSV and JSON lines
+
+`fragbench export SERIES_DIR --format csv|jsonl [--out DIR]` writes every table the series
+lists in `measures.json` (calls, each measure's tables; a diagnostic's go under
+`diagnostics/`, as in the series), plus `retrieval` and `facts`, one file each named after
+the table, into `DIR` (default `SERIES_DIR/export/`). The columns, their order and their rows
+are the Parquet tables'; only the encoding changes:
+
+- money (`Decimal(38, 18)`) is written as exact decimal text, never a float: `"0.003024"`
+  (a JSON string in JSON lines, so that no reader turns it into a binary float);
+- in CSV, a `List(String)` of IDs is space-joined (`F1 F3`, an empty list `""`); a list whose
+  items are texts that may hold spaces (`supplied_texts`), and any other nested value
+  (`calls.citations`), is a JSON array in the cell (`[]` when empty); a null is an empty cell,
+  so that a null list (an answer that did not parse: nothing measured) and an empty one (a
+  parsed answer citing nothing) stay apart;
+- in JSON lines every value keeps its JSON shape (lists, objects, numbers, `null`); an empty
+  table is an empty file.
+
+Each file is written beside its place and renamed into it once every file is written: a
+failure (a full disk, a folder that cannot be written) leaves no partial export and no
+temporary file.
+
 ## journal.jsonl
 
 Append-only, one JSON object per line, each fsync'ed before the collector goes on: `header`,
@@ -76,9 +171,11 @@ identifier is ever written.
 def render() -> str:
     out = [INTRO]
     for name, about, schema in TABLES:
+        types = TYPES[name]
         out += [f"## {name}.parquet", "", about[0].upper() + about[1:] + ".", "",
-                "| column | meaning |", "|---|---|"]
-        out += [f"| `{column}` | {meaning} |" for column, meaning in schema.items()]
+                "| column | type | meaning |", "|---|---|---|"]
+        out += [f"| `{column}` | `{type_name(types[column])}` | {meaning} |"
+                for column, meaning in schema.items()]
         out.append("")
     return "\n".join(out)
 

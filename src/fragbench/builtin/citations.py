@@ -47,7 +47,7 @@ FOLDED_LEVEL = ("NFC; whitespace runs (non-breaking spaces included) to one spac
                 "“ ” „ « » ″ to \"; ‐ ‑ ‒ – — ― − to -")
 
 CITATIONS_SCHEMA = {
-    "call_id": "planned call ID",
+    **CALL_COLUMNS,  # the call's cell, so that a citation is read or filtered with no join
     "citation": "0-based position of the citation in the answer",
     "id": "the fact ID as the model wrote it",
     "extract": "the extract as the model wrote it",
@@ -149,7 +149,7 @@ class Citations:
         calls = data.calls
         cites = (
             calls.filter(pl.col("parsed").fill_null(False))
-            .select("call_id", "case", "lang", "supplied_ids",
+            .select("call_id", "case", "lang", "variant", "mode", "rep", "supplied_ids",
                     pl.col("citations").list.eval(pl.element().struct.with_fields(
                         pl.int_range(pl.len()).alias("citation"))).alias("c"))
             .explode("c")
@@ -178,9 +178,8 @@ class Citations:
                  data: MeasureInput) -> pl.DataFrame:
         conditions = data.facts.filter(pl.col("is_condition")).select(
             "case", "lang", pl.col("fact_id").alias("id"), pl.lit(True).alias("_cond"))
-        info = calls.select("call_id", "case", "lang")
-        t = table.join(info, on="call_id", maintain_order="left").join(
-            conditions, on=["case", "lang", "id"], how="left", maintain_order="left")
+        t = table.join(conditions, on=["case", "lang", "id"], how="left",
+                       maintain_order="left")
         counts = t.group_by("call_id").agg(
             pl.len().cast(pl.Int32).alias("n_citations"),
             pl.col("valid").sum().cast(pl.Int32).alias("n_valid"),

@@ -1,0 +1,190 @@
+"""`fragbench compare A B --html FILE`: two series side by side as one self-contained page.
+
+One article per cell, in the comparison table's order, each with side A and side B: the call's
+status, counts, answer and citations (citations.parquet rows), so the same call's citations sit
+next to each other. A cell not compared says why (`data-differs` is then empty: it is neither
+the same nor different); the warnings come first, as on screen. The page extends the report's
+base template (report_html.environment()): no URL to load, readable whole without JavaScript
+(the filters appear only with it), and every text from a series escaped by Jinja2's
+autoescape, since an answer may hold markup. Free text also goes through the redactor, as every
+printed line does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from fragbench.budget import usd
+from fragbench.compare import CELL, Comparison, differing_fields, scan
+
+TEMPLATE = "compare.html.j2"
+FIELD_WORDS = {
+    "status": "status",
+    "parsed": "parsed",
+    "n_valid": "valid citations",
+    "n_invalid": "invalid citations",
+    "conditions_cited_validly": "conditions cited validly",
+}
+"""How the page names the fields `differs` looks at (compare.DIFFERS_ON)."""
+DETAIL = ["call_id", "answer", "text", "parse_error", "refusal", "incomplete_reason", "error",
+          "failure", "http_status"]
+"""What a side shows of its call beyond the comparison table (calls.parquet columns)."""
+
+Redact = Callable[[str], str]
+
+
+def _citations(series_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """call_id -> its citations in answer order; none when the series has no citations
+    measure (then nothing was measured, which the side's counts show as —)."""
+    tables = scan(series_dir)
+    if "citations" not in tables:
+        return {}
+    rows = tables["citations"].select(
+        "call_id", "citation", "id", "extract", "reason", "reason_folded",
+    ).sort("call_id", "citation").collect().to_dicts()
+    by_call: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_call.setdefault(row["call_id"], []).append(row)
+    return by_call
+
+
+def _details(series_dir: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Cell key -> what the call recorded (answer, errors) and its citations."""
+    calls = pl.read_parquet(series_dir / "calls.parquet", columns=[*CELL, *DETAIL])
+    citations = _citations(series_dir)
+    return {tuple(row[c] for c in CELL): {**row, "citations": citations.get(row["call_id"], [])}
+            for row in calls.to_dicts()}
+
+
+def _side(row: dict[str, Any], letter: str, name: str, detail: dict[str, Any] | None,
+          redact: Redact) -> dict[str, Any]:
+    """One side of a cell, ready for the template: free text redacted (escaping is the
+    template's), counts from the comparison table, the rest from the call's own record."""
+    def text(value: str | None) -> str | None:
+        return None if value is None else redact(value)
+
+    suffix = f"_{letter.lower()}"
+    status = row[f"status{suffix}"]
+    cost = row[f"cost_usd{suffix}"]
+    side: dict[str, Any] = {
+        "letter": letter,
+        "series": name,
+        "status": status or "",
+        "status_words": {None: "absent", "not_sent": "never sent"}.get(status, status),
+        "present": status is not None,
+        "sent": status not in (None, "not_sent"),
+        "parsed": row[f"parsed{suffix}"],
+        "n_citations": row[f"n_citations{suffix}"],
+        "n_valid": row[f"n_valid{suffix}"],
+        "n_invalid": row[f"n_invalid{suffix}"],
+        "conditions": row[f"conditions_cited_validly{suffix}"],
+        "cost": None if cost is None else usd(cost),
+        "citations": [],
+        **dict.fromkeys(DETAIL),
+    }
+    if detail is None:
+        return side
+    side.update({key: text(detail[key]) for key in DETAIL if isinstance(detail[key], str)})
+    side["http_status"] = detail["http_status"]
+    side["citations"] = [
+        {"citation": c["citation"], "id": text(c["id"]) or "", "extract": text(c["extract"]) or "",
+         "reason": c["reason"], "reason_folded": c["reason_folded"]}
+        for c in detail["citations"]]
+    return side
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return " ".join(value) if value else "none"
+    return str(value)
+
+
+def _models(series_dir: Path) -> list[str]:
+    """Every distinct model as returned, sorted (none for a series that sent nothing)."""
+    calls = pl.read_parquet(series_dir / "calls.parquet", columns=["model"])
+    return sorted(m for m in calls["model"].unique().to_list() if m is not None)
+
+
+def _series(letter: str, info: dict[str, Any], where: Path) -> dict[str, Any]:
+    stop = info.get("stop") or {}
+    return {"letter": letter, "name": info["series"], "experiment": info["experiment"],
+            "is_model": info["is_model"], "label": info["label"], "backend": info["backend"],
+            "backend_plugin": info["backend_plugin"], "endpoint": info["endpoint"],
+            "state": info["state"], "stop_reason": stop.get("reason") or "",
+            "plan_sha256": info["plan_sha256"], "spent_usd": info.get("spent_usd"),
+            "path": str(where), "models": _models(where)}
+
+
+def page_context(comparison: Comparison, redact: Redact) -> dict[str, Any]:
+    """Everything the template shows, from the comparison and the two series' files."""
+    from fragbench.report_html import REASON_WORDS
+
+    details = (_details(comparison.dir_a), _details(comparison.dir_b))
+    names = (comparison.info_a["series"], comparison.info_b["series"])
+    table = comparison.table
+    cells = []
+    for row, fields in zip(table.to_dicts(), differing_fields(table), strict=True):
+        key = tuple(row[c] for c in CELL)
+        cells.append({
+            **{c: row[c] for c in CELL},
+            "anchor": "-".join(str(v) for v in key),
+            "compared": row["compared"],
+            "differs": row["differs"],
+            "differing": [FIELD_WORDS[f] for f in fields],
+            "note": row["note"],
+            "sides": [_side(row, "A", names[0], details[0].get(key), redact),
+                      _side(row, "B", names[1], details[1].get(key), redact)],
+        })
+    occurring = {c["reason"] for cell in cells for side in cell["sides"]
+                 for c in side["citations"]}
+    compared = table.filter(pl.col("compared"))
+    differing = compared.filter(pl.col("differs")).height
+    options = {c: sorted({str(row[c]) for row in cells}) for c in CELL if c != "rep"}
+    return {
+        "warnings": [redact(w) for w in comparison.warnings],
+        "series": [_series("A", comparison.info_a, comparison.dir_a),
+                   _series("B", comparison.info_b, comparison.dir_b)],
+        "cells": cells,
+        "counts": {"cells": table.height, "compared": compared.height, "differing": differing,
+                   "same": compared.height - differing,
+                   "not_compared": table.height - compared.height},
+        # (key, label, options, attribute, match): the shared filters macro's shape.
+        "filters": [
+            *[(c, c, options[c], f"data-{c}", "exact") for c in ("case", "lang", "variant",
+                                                                  "mode")],
+            ("differs", "differs", [("true", "differs"), ("false", "the same")],
+             "data-differs", "exact"),
+            ("compared", "compared", [("true", "compared"), ("false", "not compared")],
+             "data-compared", "exact"),
+        ],
+        "reasons": [r for r in REASON_WORDS if r in occurring],
+        "fmt": _fmt,
+    }
+
+
+def render(comparison: Comparison, redact: Redact) -> str:
+    """The page as text. Jinja2 is imported by report_html.environment(), only here."""
+    from fragbench.report_html import environment
+
+    return environment().get_template(TEMPLATE).render(page_context(comparison, redact))
+
+
+def write_compare_page(comparison: Comparison, path: Path, redact: Redact) -> None:
+    """Write the page beside, then rename it into place: a failed write leaves no half page."""
+    text = render(comparison, redact)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,312 @@
+"""report.html: the evidence of a recorded series, call by call, in one self-contained file.
+
+Written beside report.md by `fragbench report`, `fragbench measure` and `fragbench run`. It shows
+what was run, the availability matrix, and for every planned call the fragments the model was
+shown with each located extract highlighted in place, the answer, every citation with its
+reason, usage, cost and the raw response. Like report.md it publishes no score and no ranking:
+everything is per call, and a null or adverse result is shown as plainly as a valid one.
+
+The file must open from disk, offline, and be committed with the results: no external URL (no
+CDN, font or script to load); the figures are embedded as data URIs; CSS and the small filter
+script are inline. Without JavaScript everything is shown and the filters are hidden. Every text
+that comes from a response (answers, extracts, raw bodies) is escaped by Jinja2's autoescape: a
+model answer may hold markup. The DOM (classes and data attributes) is a contract the browser
+tests and the compare page share; `docs/tables.md` documents the tables it reads. Beyond the
+contract: `<html data-model>`; each filter select names the attribute it compares
+(`data-attribute`, `data-match` exact or word); a call never sent keeps its `ol.fragments`
+(what it would have been shown) inside a closed `details.unsent-fragments`; `ol.citations`
+exists only for a parsed answer; `li.citation` also carries `r-REASON` and an id
+(`call-ID-cN`), and a misattributed one names the fragment that holds its extract.
+
+Jinja2 is imported inside the functions, so that `fragbench --help` never pays for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    import jinja2
+    import polars as pl
+
+REPORT_HTML = "report.html"
+TEMPLATES = Path(__file__).parent / "templates"
+
+# Exact-level reasons in the order a reader meets them: what holds first, then each way a
+# citation fails. Words, symbols and line styles differ per reason, so that a reader who cannot
+# tell the colours apart still can (the symbol and the underline or border style say it too).
+REASON_WORDS = {
+    "valid": "valid",
+    "misattributed": "misattributed",
+    "not_verbatim": "not verbatim",
+    "not_supplied": "not supplied",
+    "unknown_id": "unknown ID",
+    "empty_extract": "empty",
+}
+REASON_HELP = {
+    "valid": "the extract is word for word in the text shown under the cited ID",
+    "misattributed": "word for word in another fragment shown, not in the cited one",
+    "not_verbatim": "word for word in no fragment shown",
+    "not_supplied": "the ID is a fact of the case that this call was not shown",
+    "unknown_id": "the ID is no fact of the case",
+    "empty_extract": "the extract is empty or only whitespace",
+}
+REASON_SYMBOLS = {
+    "valid": "✓",
+    "misattributed": "⇄",
+    "not_verbatim": "≠",
+    "not_supplied": "∉",
+    "unknown_id": "?",
+    "empty_extract": "∅",
+}
+LOCATED = ("valid", "misattributed")
+"""The reasons whose extract is in a supplied fragment, and so is highlighted there."""
+
+STATUS_WORDS = {"not_sent": "never sent", "in_progress": "in progress"}
+
+
+# -- Highlighting: where each extract is, and the text cut where extracts overlap -------------
+
+@attrs.frozen
+class Segment:
+    """A stretch of a fragment's text, and the citations (0-based numbers) whose extract
+    covers all of it: none for plain text."""
+
+    text: str
+    citations: tuple[int, ...]
+
+
+def locate(fragments: Sequence[tuple[str, str]], cited_id: str, extract: str,
+           reason: str) -> tuple[int, int] | None:
+    """Where a citation's extract is highlighted: (index of the fragment, offset in its text),
+    or None when it is highlighted nowhere.
+
+    `fragments` are the (fact ID, text) pairs the call showed, in order. A valid extract goes
+    in the first text shown under the cited ID that holds it; a misattributed one in the first
+    text shown under another ID that holds it; each at its first occurrence. Any other reason
+    (not verbatim, not supplied, unknown ID, empty) has no place in what was shown."""
+    if not extract or reason not in LOCATED:
+        return None
+    for index, (fact_id, text) in enumerate(fragments):
+        if (fact_id == cited_id) == (reason == "valid"):
+            start = text.find(extract)
+            if start >= 0:
+                return index, start
+    return None
+
+
+def segments(text: str, spans: Sequence[tuple[int, int, int]]) -> list[Segment]:
+    """Cut `text` at every edge of the spans (citation number, start, end exclusive), so that
+    highlights never nest: each segment lists every citation whose span covers it, in citation
+    order. Joined, the segments are the text; for each citation, the segments listing it are
+    contiguous and join to its span's text. An empty span marks nothing."""
+    for number, start, end in spans:
+        if not 0 <= start <= end <= len(text):
+            raise ValueError(f"citation {number}: span {start}..{end} is outside a text of "
+                             f"{len(text)} characters")
+    live = [(n, s, e) for n, s, e in spans if s < e]
+    cuts = sorted({0, len(text), *(s for _, s, _ in live), *(e for _, _, e in live)})
+    return [Segment(text[a:b], tuple(sorted(n for n, s, e in live if s <= a and b <= e)))
+            for a, b in itertools.pairwise(cuts)]
+
+
+# -- What the template is given -----------------------------------------------------------------
+
+def _money(value: Decimal | None) -> str:
+    from fragbench.budget import usd
+
+    return "—" if value is None else usd(value)
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else str(value)
+
+
+def _fragments(row: dict[str, Any], cites: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The call's fragments, each cut into pieces: (text, citation numbers, their reasons).
+    Each located citation gets `found_in`, the fact ID of the fragment that holds it."""
+    ids = row["supplied_ids"] or []
+    texts = row["supplied_texts"] if row["supplied_texts"] is not None else [""] * len(ids)
+    shown = list(zip(ids, texts, strict=True))
+    spans: dict[int, list[tuple[int, int, int]]] = {}
+    for cite in cites:
+        where = locate(shown, cite["id"], cite["extract"], cite["reason"])
+        cite["found_in"] = None if where is None else shown[where[0]][0]
+        if where is not None:
+            index, start = where
+            spans.setdefault(index, []).append(
+                (cite["citation"], start, start + len(cite["extract"])))
+    reason_of = {c["citation"]: c["reason"] for c in cites}
+    return [{"fact_id": fact_id,
+             "pieces": [{"text": seg.text, "citations": seg.citations,
+                         "reasons": tuple(reason_of[n] for n in seg.citations)}
+                        for seg in segments(text, spans.get(index, []))]}
+            for index, (fact_id, text) in enumerate(shown)]
+
+
+def _usage(row: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(field, label, value) of the call's usage and money, as recorded."""
+    cost = _money(row["cost_usd"])
+    if row["cost_unknown"]:
+        cost = f"unknown: {row['cost_unknown']}"
+    return [
+        ("model", "model as returned", row["model"] or "—"),
+        ("service_tier", "service tier", row["service_tier"] or "—"),
+        ("input_tokens", "input tokens", _count(row["input_tokens"])),
+        ("cached_tokens", "cached", _count(row["cached_tokens"])),
+        ("cache_write_tokens", "cache writes", _count(row["cache_write_tokens"])),
+        ("output_tokens", "output tokens", _count(row["output_tokens"])),
+        ("reasoning_tokens", "of which reasoning", _count(row["reasoning_tokens"])),
+        ("cost_usd", "cost (USD)", cost),
+        ("reserved_usd", "reserved (USD)", _money(row["reserved_usd"])),
+        ("counted_usd", "counted by the budget (USD)", _money(row["counted_usd"])),
+    ]
+
+
+def _call_views(calls: pl.DataFrame, citations: pl.DataFrame | None) -> list[dict[str, Any]]:
+    """One view per planned call, in plan order: its calls.parquet row, its citations (in
+    answer order), its fragments cut for highlighting, and its usage."""
+    by_call: dict[str, list[dict[str, Any]]] = {}
+    if citations is not None:
+        for cite in citations.sort("call_id", "citation").to_dicts():
+            by_call.setdefault(cite["call_id"], []).append(cite)
+    views = []
+    for row in calls.sort("seq").to_dicts():
+        cites = by_call.get(row["call_id"], [])
+        views.append({
+            **row,
+            "status_words": STATUS_WORDS.get(row["status"], row["status"]),
+            "sent": row["status"] != "not_sent",
+            "cites": cites,
+            "reasons": " ".join(c["reason"] for c in cites),
+            "reason_counts": [(r, sum(c["reason"] == r for c in cites)) for r in REASON_WORDS
+                              if any(c["reason"] == r for c in cites)],
+            "fragments": _fragments(row, cites),
+            "usage": _usage(row),
+        })
+    return views
+
+
+def _availability(availability: pl.DataFrame) -> dict[str, Any]:
+    """The sensitivity matrix: settings (chunk size / top-k, then the full passage) as columns,
+    one row per case x language x variant; each cell the record of that passage and setting."""
+    rows = availability.to_dicts()
+    settings: list[tuple[Any, Any]] = sorted(
+        {(r["chunk_size"], r["top_k"]) for r in rows if r["mode"] == "retrieval"})
+    main = {(r["chunk_size"], r["top_k"]) for r in rows
+            if r["mode"] == "retrieval" and r["main_setting"]}
+    columns = [{"key": s, "label": f"{s[0]}/{s[1]}", "main": s in main} for s in settings]
+    columns.append({"key": (None, None), "label": "full passage", "main": False})
+    cells: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["chunk_size"], r["top_k"]) if r["mode"] == "retrieval" else (None, None)
+        cells[(r["case"], r["lang"], r["variant"], *key)] = {
+            **r, "conditions_cut": r.get("conditions_cut") or []}
+    passages = sorted({(r["case"], r["lang"], r["variant"]) for r in rows})
+    return {"columns": columns,
+            "rows": [{"passage": p, "cells": [cells.get((*p, *c["key"])) for c in columns]}
+                     for p in passages]}
+
+
+def _figure(path: Path) -> str | None:
+    """A PNG as a data URI (so the page needs no file beside it), or None if absent."""
+    if not path.is_file():
+        return None
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _options(calls: pl.DataFrame, column: str) -> list[str]:
+    """A filter's options: the values the calls hold, sorted."""
+    return sorted(v for v in calls[column].unique().to_list() if v is not None)
+
+
+def environment() -> jinja2.Environment:
+    """The Jinja2 environment of fragbench's HTML pages: the templates folder, autoescape on
+    (every value is escaped unless marked safe, and nothing from a response ever is), strict
+    undefined (a misspelt field fails the render instead of printing nothing), and the reason
+    words, symbols and colours as globals, so that every page draws reasons alike."""
+    import jinja2
+
+    from fragbench.figures import REASON_COLORS
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True)
+    env.globals.update(REASON_WORDS=REASON_WORDS, REASON_HELP=REASON_HELP,
+                       REASON_SYMBOLS=REASON_SYMBOLS, REASON_COLORS=REASON_COLORS)
+    env.filters["usd"] = _money
+    return env
+
+
+def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None) -> str:
+    """The page's text, from the series folder's tables (or those given, already loaded)."""
+    import polars as pl
+
+    from fragbench.journal import JOURNAL_FILE, read_journal
+    from fragbench.report import FIGURES_DIR, LIMITS, load_tables
+    from fragbench.series import read_json
+
+    info = read_json(series_dir / "series.json")
+    status = read_json(series_dir / "status.json")
+    plan = read_json(series_dir / "plan.json")
+    if tables is None:
+        tables = load_tables(series_dir)
+    calls = tables["calls"]
+    citations = tables.get("citations")
+    journal = series_dir / JOURNAL_FILE
+    times = [r["at"] for r in (read_journal(journal) if journal.exists() else [])
+             if r.get("type") in ("reserve", "outcome") and r.get("at")]
+    views = _call_views(calls, citations)
+    occurring = set(citations["reason"].to_list()) if citations is not None else set()
+    stop = status.get("stop") or {}
+    figures = series_dir / FIGURES_DIR
+    context = {
+        "info": info,
+        "status": status,
+        "stop": stop,
+        "plan_sha256": hashlib.sha256((series_dir / "plan.json").read_bytes()).hexdigest(),
+        "retrieval": plan["parameters"]["retrieval"],
+        "models": sorted({m for m in calls["model"].to_list() if m}),
+        "times": (times[0], times[-1]) if times else None,
+        "status_counts": calls.group_by("status").len().sort("status").rows(),
+        "calls": views,
+        "planned": calls.height,
+        "availability": (_availability(tables["availability"])
+                         if "availability" in tables else None),
+        "figures": {name: _figure(figures / f"{name}.png")
+                    for name in ("availability", "citations")},
+        "filters": [("case", "case", _options(calls, "case"), "data-case", "exact"),
+                    ("lang", "language", _options(calls, "lang"), "data-lang", "exact"),
+                    ("variant", "variant", _options(calls, "variant"), "data-variant", "exact"),
+                    ("mode", "mode", _options(calls, "mode"), "data-mode", "exact")],
+        "reasons": [r for r in REASON_WORDS if r in occurring],
+        "reason_options": [(r, REASON_WORDS[r]) for r in REASON_WORDS if r in occurring],
+        "limits": LIMITS,
+        "diagnostics": [e for e in read_json(series_dir / "measures.json")
+                        if e["kind"] == "diagnostic"],
+        "not_sent": calls.filter(pl.col("status") == "not_sent").height,
+    }
+    return environment().get_template("report.html.j2").render(context)
+
+
+def write_html_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None) -> Path:
+    """Write report.html beside report.md; written beside, then renamed into place, so that a
+    failed write leaves the old page, never half of one."""
+    path = series_dir / REPORT_HTML
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(render(series_dir, tables), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,425 @@
+"""report.html: the evidence call by call, checked in process against the series' own tables.
+
+The page is parsed with the standard library's HTML parser into a small tree (no browser: the
+Chromium tests drive the filters, tests/test_browser.py). Three series: the offline demo (a
+complete non-model baseline), a loopback model series whose first answer is crafted to hold
+every reason (overlapping, repeated and misattributed extracts, markup in the answer) and that
+stops at call 10, and an empty one: the first call fails, so nothing is ever answered and 71
+calls are never sent. The DOM checked here is the contract the browser tests and the compare
+page share (`/tmp/brief`: report.html's classes and data attributes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import CANARY_KEY, run_cli
+from loopback import Handler, Server, http_error, supplied_lines
+
+from fragbench.report_html import REPORT_HTML, Segment, locate, render, segments
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+        "track", "wbr"}
+
+
+# -- A small DOM ------------------------------------------------------------------------------
+
+class Node:
+    def __init__(self, tag: str, attrs: dict[str, str], parent: Node | None) -> None:
+        self.tag, self.attrs, self.parent = tag, attrs, parent
+        self.children: list[Node | str] = []
+
+    @property
+    def classes(self) -> set[str]:
+        return set(self.attrs.get("class", "").split())
+
+    def text(self) -> str:
+        return "".join(c if isinstance(c, str) else c.text() for c in self.children)
+
+    def walk(self) -> list[Node]:
+        found = []
+        for child in self.children:
+            if isinstance(child, Node):
+                found.append(child)
+                found += child.walk()
+        return found
+
+    def all(self, tag: str, cls: str | None = None) -> list[Node]:
+        return [n for n in self.walk() if n.tag == tag and (cls is None or cls in n.classes)]
+
+    def one(self, tag: str, cls: str | None = None) -> Node:
+        found = self.all(tag, cls)
+        assert len(found) == 1, (tag, cls, len(found))
+        return found[0]
+
+    def ancestor(self, tag: str, cls: str | None = None) -> Node | None:
+        node = self.parent
+        while node is not None and not (node.tag == tag and (cls is None or cls in node.classes)):
+            node = node.parent
+        return node
+
+
+class _Builder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#document", {}, None)
+        self.node = self.root
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node = Node(tag, {k: v or "" for k, v in attrs}, self.node)
+        self.node.children.append(node)
+        if tag not in VOID:
+            self.node = node
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.node.tag == tag, f"</{tag}> closes <{self.node.tag}>: not well nested"
+        assert self.node.parent is not None
+        self.node = self.node.parent
+
+    def handle_data(self, data: str) -> None:
+        self.node.children.append(data)
+
+
+def parse(page: str) -> Node:
+    builder = _Builder()
+    builder.feed(page)
+    builder.close()
+    assert builder.node is builder.root, f"<{builder.node.tag}> never closed"
+    return builder.root
+
+
+# -- What a page must hold, whatever the series ------------------------------------------------
+
+def check_page(series_dir: Path) -> Node:
+    """The contract, against calls.parquet, citations.parquet and status.json; the tree."""
+    page = (series_dir / REPORT_HTML).read_text(encoding="utf-8")
+    doc = parse(page)
+    info = json.loads((series_dir / "series.json").read_text(encoding="utf-8"))
+    status = json.loads((series_dir / "status.json").read_text(encoding="utf-8"))
+    calls = pl.read_parquet(series_dir / "calls.parquet").sort("seq")
+    citations = pl.read_parquet(series_dir / "citations.parquet")
+
+    # Self-contained: no URL to load, nothing but #anchors and data: URIs in a link or source.
+    assert "http://" not in re.sub(r">[^<]*<", "><", page)  # in no tag (text may name one)
+    assert "https://" not in page
+    for node in doc.walk():
+        for name, value in node.attrs.items():
+            if name in ("src", "href", "action", "srcset", "poster"):
+                assert value.startswith(("#", "data:")), (node.tag, name, value)
+        assert node.tag not in ("link", "iframe", "object", "embed", "base"), node.tag
+        if node.tag == "script":
+            assert "src" not in node.attrs
+    html = doc.one("html")
+    assert html.attrs["lang"] == "en"
+    assert (html.attrs["data-series"], html.attrs["data-experiment"], html.attrs["data-state"]) \
+        == (info["series"], info["experiment"], status["state"])
+
+    # The non-model caveat, in the sticky header, only for a baseline.
+    caveats = [n for n in doc.walk() if "caveat" in n.classes]
+    if info["is_model"]:
+        assert caveats == [] and "non-model baseline" not in page
+    else:
+        assert len(caveats) == 1 and "non-model baseline" in caveats[0].text()
+        header = caveats[0].ancestor("header", "top")
+        assert header is not None
+        assert re.search(r"header\.top \{[^}]*position: sticky", page)
+
+    # What was run.
+    run = {dd.attrs["data-field"]: dd.text() for dd in doc.one("dl", "run").all("dd")}
+    stop = status.get("stop") or {}
+    models = sorted({m for m in calls["model"].to_list() if m})
+    assert run["plan_sha256"] == info["plan_sha256"]
+    assert (run["backend"], run["endpoint"], run["spent_usd"], run["state"]) == (
+        info["backend"], info["endpoint"], status["spent_usd"], status["state"])
+    assert run["model"] == ", ".join(models)
+    assert run["stop_reason"] == stop.get("reason", "")
+
+    # Availability: the main setting's column is marked.
+    table = doc.one("table", "availability")
+    mains = [th for th in table.all("th") if "main" in th.classes]
+    assert len(mains) == 1 and "(main)" in mains[0].text()
+
+    # One article per planned call, in plan order.
+    articles = doc.all("article", "call")
+    assert [a.attrs["data-call-id"] for a in articles] == calls["call_id"].to_list()
+    by_call: dict[str, list[dict[str, Any]]] = {}
+    for cite in citations.sort("call_id", "citation").to_dicts():
+        by_call.setdefault(cite["call_id"], []).append(cite)
+    for article, row in zip(articles, calls.to_dicts(), strict=True):
+        check_call(article, row, by_call.get(row["call_id"], []))
+
+    # Filters: the five selects, each with "all" and the values the data holds.
+    form = doc.one("form", "filters")
+    assert "hidden" in form.attrs  # inert without JavaScript: the script shows it
+    for key, column in (("case", "case"), ("lang", "lang"), ("variant", "variant"),
+                        ("mode", "mode")):
+        select = next(s for s in form.all("select") if s.attrs["name"] == f"filter-{key}")
+        assert select.attrs["id"] == f"filter-{key}"
+        assert (select.attrs["data-attribute"], select.attrs["data-match"]) == (
+            f"data-{key}", "exact")  # what the script compares
+        values = [o.attrs["value"] for o in select.all("option")]
+        assert values[0] == "" and sorted(values[1:]) == sorted(calls[column].unique().to_list())
+    reason = next(s for s in form.all("select") if s.attrs["name"] == "filter-reason")
+    occurring = set(citations["reason"].to_list())
+    assert {o.attrs["value"] for o in reason.all("option")} == {"", *occurring}
+    assert (reason.attrs["data-attribute"], reason.attrs["data-match"]) == (
+        "data-reasons", "word")
+    assert form.one("output", "shown").text() == str(calls.height)
+
+    # The legend lists the reasons that occur, and only those.
+    legend = [n for n in doc.walk() if "legend" in n.classes]
+    assert len(legend) == 1
+    shown = {c.removeprefix("r-") for n in legend[0].walk() for c in n.classes
+             if c.startswith("r-")}
+    assert shown == occurring
+    return doc
+
+
+def check_call(article: Node, row: dict[str, Any], cites: list[dict[str, Any]]) -> None:
+    attrs = article.attrs
+    assert attrs["id"] == f"call-{row['call_id']}"
+    for key in ("case", "lang", "variant", "mode", "rep", "status"):
+        assert attrs[f"data-{key}"] == str(row[key]), (row["call_id"], key)
+    assert attrs["data-reasons"].split() == [c["reason"] for c in cites]
+
+    fragments = article.all("li", "fragment")
+    assert [(f.attrs["data-fact-id"], f.text()) for f in fragments] == list(
+        zip(row["supplied_ids"], row["supplied_texts"], strict=True))
+    if row["status"] == "not_sent":
+        assert "never sent" in article.text() and "no parsed answer" not in article.text()
+        assert article.all("mark") == [] and article.all("li", "citation") == []
+        assert article.all("details", "raw") == []
+        return
+    assert "never sent" not in article.text()
+
+    items = article.all("li", "citation")
+    assert [(int(li.attrs["data-citation"]), li.attrs["data-cited-id"], li.attrs["data-reason"],
+             li.attrs["data-reason-folded"]) for li in items] == [
+        (c["citation"], c["id"], c["reason"], c["reason_folded"]) for c in cites]
+    for li, cite in zip(items, cites, strict=True):
+        assert li.one("q", "extract").text() == cite["extract"]
+
+    # Marks never nest, and list their citations with the reason of each.
+    marks = article.all("mark", "cite")
+    reason_of = {c["citation"]: c["reason"] for c in cites}
+    for mark in marks:
+        assert mark.all("mark") == [], "nested marks"
+        numbers = [int(n) for n in mark.attrs["data-citations"].split()]
+        assert numbers == sorted(numbers) and numbers
+        assert mark.attrs["data-reasons"].split() == [reason_of[n] for n in numbers]
+        assert f"r-{reason_of[numbers[0]]}" in mark.classes
+    shown = list(zip(row["supplied_ids"], row["supplied_texts"], strict=True))
+    for cite in cites:
+        n = cite["citation"]
+        mine = [m for m in marks if str(n) in m.attrs["data-citations"].split()]
+        if cite["reason"] not in ("valid", "misattributed"):
+            assert mine == [], cite
+            continue
+        # In the one fragment the rule names, at the extract's first occurrence there.
+        if cite["reason"] == "valid":
+            index = next(i for i, (fid, text) in enumerate(shown)
+                         if fid == cite["id"] and cite["extract"] in text)
+        else:
+            index = next(i for i, (fid, text) in enumerate(shown)
+                         if fid != cite["id"] and cite["extract"] in text)
+        holders = {id(m.ancestor("li", "fragment")) for m in mine}
+        assert holders == {id(fragments[index])}, cite
+        assert "".join(m.text() for m in mine) == cite["extract"], cite
+        before = ""
+        for child in fragments[index].children:  # the text before the first mark
+            if child is mine[0]:
+                break
+            before += child if isinstance(child, str) else child.text()
+        assert len(before) == shown[index][1].find(cite["extract"]), cite
+
+    answer = article.all("p", "answer") + article.all("pre", "answer")
+    if row["parsed"]:
+        assert answer[0].text() == row["answer"]
+    elif row["text"]:
+        assert answer[0].text() == row["text"]
+    usage = {dd.attrs["data-field"]: dd.text() for dd in article.one("dl", "usage").all("dd")}
+    assert usage["input_tokens"] == ("—" if row["input_tokens"] is None
+                                     else str(row["input_tokens"]))
+    if row["raw_response"] is not None:
+        raw = article.one("details", "raw")
+        assert raw.one("summary").text() == "Raw response"
+        assert raw.one("pre").text() == row["raw_response"]
+    if row["error"]:
+        assert row["error"] in article.one("p", "error").text()
+
+
+# -- Highlighting, by hand ---------------------------------------------------------------------
+
+def test_segments_cut_overlapping_and_repeated_extracts() -> None:
+    text = "The quick brown fox jumps."
+    # 0: "quick brown" (4..15), 1: "brown fox" (10..19), 2: "quick brown" again
+    got = segments(text, [(0, 4, 15), (1, 10, 19), (2, 4, 15)])
+    assert got == [Segment("The ", ()), Segment("quick ", (0, 2)),
+                   Segment("brown", (0, 1, 2)), Segment(" fox", (1,)),
+                   Segment(" jumps.", ())]
+    assert "".join(s.text for s in got) == text
+    for n, start, end in [(0, 4, 15), (1, 10, 19), (2, 4, 15)]:
+        assert "".join(s.text for s in got if n in s.citations) == text[start:end]
+
+
+def test_segments_nested_adjacent_and_whole() -> None:
+    text = "abcdefgh"
+    assert segments(text, [(3, 0, 8), (1, 2, 4)]) == [
+        Segment("ab", (3,)), Segment("cd", (1, 3)), Segment("efgh", (3,))]
+    assert segments(text, [(0, 0, 3), (1, 3, 8)]) == [Segment("abc", (0,)),
+                                                      Segment("defgh", (1,))]
+    assert segments(text, []) == [Segment(text, ())]
+    assert segments(text, [(0, 2, 2)]) == [Segment(text, ())]  # an empty span marks nothing
+    assert segments("", []) == []
+    with pytest.raises(ValueError, match="citation 4"):
+        segments(text, [(4, 6, 9)])
+
+
+def test_locate_follows_the_reason() -> None:
+    shown = [("F1", "alpha beta"), ("F2", "beta gamma beta"), ("F1", "beta delta"),
+             ("F3", "gamma")]
+    # valid: the first text of the cited ID holding it (F1 is shown twice), first occurrence
+    assert locate(shown, "F1", "beta", "valid") == (0, 6)
+    assert locate(shown, "F1", "delta", "valid") == (2, 5)
+    # misattributed: the first text under another ID holding it
+    assert locate(shown, "F1", "beta", "misattributed") == (1, 0)
+    assert locate(shown, "F2", "gamma", "misattributed") == (3, 0)
+    # reasons with no place in what was shown, and an empty extract
+    for reason in ("not_verbatim", "not_supplied", "unknown_id", "empty_extract"):
+        assert locate(shown, "F1", "beta", reason) is None
+    assert locate(shown, "F1", "", "valid") is None
+    assert locate(shown, "F1", "zeta", "valid") is None
+
+
+# -- Three series ------------------------------------------------------------------------------
+
+def test_the_demo_series(extractive: Path) -> None:
+    doc = check_page(extractive)
+    citations = pl.read_parquet(extractive / "citations.parquet")
+    assert len(doc.all("li", "citation")) == citations.height > 0
+    assert len(doc.all("article", "call")) == 72
+    assert {m.attrs["data-reasons"] for m in doc.all("mark", "cite")} == {"valid"}
+    # two figures, embedded
+    images = doc.all("img")
+    assert len(images) == 2 and all(i.attrs["src"].startswith("data:image/png;base64,")
+                                    for i in images)
+    # report.md is what a reader reads; the raw answers moved here
+    report = (extractive / "report.md").read_text(encoding="utf-8")
+    assert "[report.html](report.html)" in report and "## Limits" in report
+    assert "Non-model baseline" in report and "Appendix" not in report
+    assert "## Stops and errors" in report and '{"answer"' not in report
+    assert len(report.splitlines()) < 250
+
+
+def test_report_rewrites_the_same_page(extractive: Path) -> None:
+    page = (extractive / REPORT_HTML).read_bytes()
+    (extractive / REPORT_HTML).unlink()
+    result = run_cli("report", str(extractive))
+    assert result.returncode == 0, result.stderr
+    assert (extractive / REPORT_HTML).read_bytes() == page
+    assert render(extractive) == page.decode("utf-8")
+
+
+ANSWER = "Here: <script>alert('x')</script> & <b>bold</b> \"quoted\""
+
+
+def crafted(handler: Handler, number: int, body: dict[str, Any]) -> None:
+    """An answer holding every reason: overlapping, repeated, misattributed extracts."""
+    lines = supplied_lines(body)
+    (first, one), (second, two) = lines[0], lines[1]
+    unshown = next(f"F{i}" for i in range(1, 7) if f"F{i}" not in {fid for fid, _ in lines})
+    citations = [
+        {"id": first, "extract": one[:20]},  # 0 valid
+        {"id": first, "extract": one[10:35]},  # 1 valid, overlapping 0
+        {"id": first, "extract": one[:20]},  # 2 valid, the same as 0
+        {"id": first, "extract": two[5:30]},  # 3 misattributed: it is under the second ID
+        {"id": second, "extract": "words in no sentence"},  # 4 not verbatim
+        {"id": unshown, "extract": "anything"},  # 5 not supplied
+        {"id": "F99", "extract": "anything"},  # 6 unknown ID
+        {"id": first, "extract": "  "},  # 7 empty
+        {"id": second, "extract": "<i>" + two[:5]},  # 8 markup in an extract
+        {"id": second, "extract": "e"},  # 9 valid, and in the first fragment too
+    ]
+    assert "e" in one and "e" in two
+    text = json.dumps({"answer": ANSWER, "citations": citations})
+    handler.send_json(200, handler.server.shape.body(text, number=number, request=body))
+
+
+def collect(experiment: Path, server: Server, name: str) -> Path:
+    out = experiment.parent.parent / "outputs"
+    result = run_cli("run", str(experiment), "--series", name, "--backend", "openai",
+                     "--out", str(out),
+                     env={"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+    assert result.returncode == 3, result.stderr  # both series stop
+    return out / "protocol-1.0" / name
+
+
+def test_a_stopped_model_series(experiment: Path, server: Server) -> None:
+    server.script[0] = crafted
+    server.script[9] = http_error(500)
+    series_dir = collect(experiment, server, "stopped")
+    reasons = pl.read_parquet(series_dir / "citations.parquet").filter(
+        pl.col("call_id") == "price-en-A-retrieval-r1")["reason"].to_list()
+    assert reasons == ["valid", "valid", "valid", "misattributed", "not_verbatim",
+                       "not_supplied", "unknown_id", "empty_extract", "not_verbatim", "valid"]
+    doc = check_page(series_dir)
+    assert doc.one("html").attrs["data-state"] == "stopped"
+    articles = {a.attrs["data-call-id"]: a for a in doc.all("article", "call")}
+    statuses = [a.attrs["data-status"] for a in articles.values()]
+    assert statuses.count("not_sent") == 62 and statuses.count("failed") == 1
+    first = articles["price-en-A-retrieval-r1"]
+    # overlapping and repeated extracts: one segment covered by 0, 1 and 2, none nested
+    assert "0 1 2" in {m.attrs["data-citations"] for m in first.all("mark")}
+    misattributed = [m for m in first.all("mark") if m.attrs["data-citations"] == "3"]
+    assert misattributed and "r-misattributed" in misattributed[0].classes
+    fragment = misattributed[0].ancestor("li", "fragment")
+    cited = first.all("li", "citation")[3].attrs["data-cited-id"]
+    assert misattributed[0].text() in first.all("li", "fragment")[1].text()
+    assert fragment is not None and fragment.attrs["data-fact-id"] != cited
+    assert f"found word for word under {fragment.attrs['data-fact-id']}" in first.text()
+    # markup from the model arrives escaped, as text
+    page = (series_dir / REPORT_HTML).read_text(encoding="utf-8")
+    assert "<script>alert" not in page and "<b>bold" not in page and "<i>" not in page
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page
+    assert first.one("p", "answer").text() == ANSWER
+    assert doc.all("script") and all("alert" not in s.text() for s in doc.all("script"))
+    # the failed call says why; the stop is named, and linked
+    failed = next(a for a in articles.values() if a.attrs["data-status"] == "failed")
+    assert failed.one("p", "error").text().startswith("http_error (HTTP 500)")
+    assert "stopped at this call" in failed.text()
+    stop_link = next(dd for dd in doc.one("dl", "run").all("dd")
+                     if dd.attrs["data-field"] == "stop_call")
+    assert stop_link.one("a").attrs["href"] == f"#{failed.attrs['id']}"
+
+
+def test_an_empty_series(experiment: Path, server: Server) -> None:
+    """The first call fails: nothing is ever answered, the other 71 are never sent."""
+    server.script[0] = http_error(500)
+    series_dir = collect(experiment, server, "empty")
+    assert pl.read_parquet(series_dir / "citations.parquet").height == 0
+    doc = check_page(series_dir)
+    assert doc.all("li", "citation") == [] and doc.all("mark") == []
+    statuses = [a.attrs["data-status"] for a in doc.all("article", "call")]
+    assert statuses.count("failed") == 1 and statuses.count("not_sent") == 71
+    assert "No citation was recorded" in doc.one("p", "legend").text()
+    report = (series_dir / "report.md").read_text(encoding="utf-8")
+    assert "71 planned calls were not sent (the series stopped)." in report
+    assert "| price-en-A-retrieval-r1 | failed | technical_failure |" in report
+
+
+def test_jinja2_is_imported_only_to_write_a_page() -> None:
+    """The report modules themselves import no Jinja2 (`--help`, `plugins` and `report --help`
+    are covered with the other heavy libraries in test_plugins)."""
+    done = subprocess.run([sys.executable, "-c", "import sys, fragbench.report_html, "
+                           "fragbench.compare_html; print('jinja2' in sys.modules)"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
