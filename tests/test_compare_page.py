@@ -416,3 +416,16 @@ def test_scan_state_filters_out_a_stopped_series(extractive: Path, experiment: P
     keep = tables["series"].filter(pl.col("state") == "complete")
     kept = tables["usage"].join(keep, on=["experiment", "series"], how="semi").collect()
     assert kept["series"].unique().to_list() == ["extractive"]
+
+
+def test_a_bad_html_path_is_refused_before_anything_is_written(extractive: Path,
+                                                                tmp_path: Path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("a file, not a folder", encoding="utf-8")
+    out = tmp_path / "table.parquet"
+    result = run_cli("compare", str(extractive), str(extractive), "--out", str(out),
+                     "--html", str(blocker / "page.html"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"fragbench: --html {blocker / 'page.html'}: {blocker} is "
+                                    "a file, not a folder")
+    assert not out.exists()

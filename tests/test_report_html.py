@@ -24,7 +24,7 @@ import pytest
 from conftest import CANARY_KEY, run_cli
 from loopback import Handler, Server, http_error, supplied_lines
 
-from fragbench.report_html import REPORT_HTML, Segment, locate, render, segments
+from fragbench.report_html import REPORT_HTML, Segment, finish_page, locate, render, segments
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
@@ -325,7 +325,7 @@ def test_report_rewrites_the_same_page(extractive: Path) -> None:
     result = run_cli("report", str(extractive))
     assert result.returncode == 0, result.stderr
     assert (extractive / REPORT_HTML).read_bytes() == page
-    assert render(extractive) == page.decode("utf-8")
+    assert finish_page(render(extractive)) == page.decode("utf-8")
 
 
 ANSWER = "Here: <script>alert('x')</script> & <b>bold</b> \"quoted\""
@@ -423,3 +423,19 @@ def test_jinja2_is_imported_only_to_write_a_page() -> None:
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_only_the_template_script_may_run(extractive: Path) -> None:
+    """The page's Content-Security-Policy names its one inline script by hash: any other
+    script (markup that slipped past escaping) would not run."""
+    import base64
+    import hashlib
+    import re
+
+    page = (extractive / REPORT_HTML).read_text(encoding="utf-8")
+    policy = re.search(r'Content-Security-Policy" content="([^"]+)"', page)
+    assert policy is not None and "unsafe-inline'; base-uri" not in policy.group(1)
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.DOTALL)
+    assert len(scripts) == 1
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in policy.group(1)

@@ -300,13 +300,14 @@ def compare(
     import polars as pl
 
     from fragbench.compare import compare_series, summary
-    from fragbench.errors import UsageError
     from fragbench.tables import check_output, write_table
 
     if out is not None:
         check_output(out, OUTPUT_FORMATS)
-    if html is not None and (html.suffix not in (".html", ".htm") or html.is_dir()):
-        raise UsageError(f"--html {html}: name a file ending in .html.")
+    if html is not None:
+        # Checked like --out, before anything is written: a bad --html must not leave --out
+        # written and then fail.
+        check_output(html, (".html", ".htm"), "--html")
     comparison = compare_series(series_a, series_b)
     for line in summary(comparison):
         say(line)

@@ -179,7 +179,9 @@ def render(comparison: Comparison, redact: Redact) -> str:
 
 def write_compare_page(comparison: Comparison, path: Path, redact: Redact) -> None:
     """Write the page beside, then rename it into place: a failed write leaves no half page."""
-    text = render(comparison, redact)
+    from fragbench.report_html import finish_page
+
+    text = finish_page(render(comparison, redact))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:

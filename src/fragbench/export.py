@@ -7,16 +7,17 @@ every measure's tables, a diagnostic's under `diagnostics/` as in the series) pl
 exact decimal text, never a float; in CSV, lists of IDs are space-joined as everywhere else
 (`fragbench.tables.flat_for_csv`), lists of texts and other nested values are JSON arrays.
 
-Nothing is half-written: every file is first written beside its place, and renamed into it only
-once all of them are written; a failure removes what this export wrote and names the file.
+Nothing is half-written: the export is written into a staging folder beside --out, which takes
+its place in one rename; an --out holding anything but an earlier export is refused. In CSV, a
+text cell that starts like a formula (=, +, -, @) gets a leading apostrophe (model output is
+untrusted text).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+import shutil
 from decimal import Decimal
 from pathlib import Path
 
@@ -72,6 +73,19 @@ def _json_cells(series: pl.Series) -> pl.Series:
         for value in series.to_list()], dtype=pl.String)
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""What a spreadsheet reads as the start of a formula (OWASP, "CSV injection")."""
+
+
+def _inert(column: pl.Series) -> pl.Series:
+    """A CSV text cell a spreadsheet would run as a formula (a model's answer, an extract, a
+    cited ID are untrusted text: `=IMPORTDATA("http://...")` would fetch a URL when opened)
+    gets a leading apostrophe, which spreadsheets show as text; JSON lines keep the text."""
+    return column.map_elements(
+        lambda v: "'" + v if v.startswith(FORMULA_START) else v, return_dtype=pl.String,
+        skip_nulls=True)
+
+
 def encoded(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
     """The frame as it is written in `fmt`: same columns, same order, same rows."""
     columns = []
@@ -84,13 +98,26 @@ def encoded(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
             column = _json_cells(column)
         columns.append(column)
     out = pl.DataFrame(columns)
-    return flat_for_csv(out) if fmt == "csv" else out
+    if fmt != "csv":
+        return out
+    out = flat_for_csv(out)
+    return out.with_columns(_inert(out.get_column(name)) for name, dtype in out.schema.items()
+                            if dtype == pl.String)
+
+
+MARKER = ".fragbench-export"
+"""Left in every export folder: an --out that holds it is an earlier export, replaced whole."""
 
 
 def _check_out(out: Path) -> None:
-    """Refuse, before anything is read, an --out that cannot become a folder of files."""
+    """Refuse, before anything is read, an --out that cannot become a folder of this export: a
+    file, or a folder holding anything but an earlier export (whose files would be mixed with
+    or silently replaced by this one's)."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: is a file; name a folder (it is created if needed).")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise UsageError(f"--out {out}: a folder that holds other files; choose a new or empty "
+                         "folder (an earlier export there is replaced whole).")
     folder = out
     while not folder.exists():
         folder = folder.parent
@@ -100,19 +127,19 @@ def _check_out(out: Path) -> None:
         raise FragbenchError(f"--out {out}: {folder} is not writable; choose another --out.")
 
 
-@contextmanager
-def _all_or_nothing() -> Iterator[list[tuple[Path, Path]]]:
-    """Collect (temporary, final) pairs; rename them all at the end, or remove every
-    temporary file if anything failed (the caller removes the folders it made)."""
-    pending: list[tuple[Path, Path]] = []
+def _swap_in(staged: Path, out: Path) -> None:
+    """Put the staged folder at `out`, replacing an earlier export whole: two renames on one
+    file system, so a reader sees the old export or the new one, never a mix."""
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        out.replace(old)
     try:
-        yield pending
-        for tmp, final in pending:
-            tmp.replace(final)
-    except BaseException:
-        for tmp, _ in pending:
-            tmp.unlink(missing_ok=True)
+        staged.replace(out)
+    except OSError:
+        if old.exists():
+            old.replace(out)  # put the earlier export back
         raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _mkdirs(folder: Path, created: list[Path]) -> None:
@@ -128,7 +155,13 @@ def _mkdirs(folder: Path, created: list[Path]) -> None:
 
 def export(series_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
     """Write every table of the series in `fmt` (csv or jsonl) into `out` (default
-    SERIES_DIR/export); return the files written, in table order."""
+    SERIES_DIR/export); return the files written, in table order.
+
+    Everything is written into a staging folder beside `out`, which then takes its place in one
+    rename: a failure leaves `out` as it was (an earlier export included). Every file's text
+    goes through the redactor, as every other write does."""
+    from fragbench.redact import Redactor, secrets_in_env
+
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: unknown; use one of {', '.join(FORMATS)}.")
     out = series_dir / EXPORT_DIR if out is None else out
@@ -142,21 +175,24 @@ def export(series_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise SeriesError(f"{series_dir / rel}: table {name} cannot be read ({first}); "
                               f"rebuild it with `fragbench measure {series_dir}`.") from None
-        frames.append((out / Path(rel).with_suffix(f".{fmt}"), encoded(frame, fmt)))
+        frames.append((Path(rel).with_suffix(f".{fmt}"), encoded(frame, fmt)))
+    redactor = Redactor(secrets_in_env())
     created: list[Path] = []
+    staged = out.with_name(f".{out.name}.staged-{os.getpid()}")
     current: Path = out
     try:
-        with _all_or_nothing() as pending:
-            for path, frame in frames:
-                current = path
-                _mkdirs(path.parent, created)
-                tmp = path.with_name(f".{path.name}.tmp")
-                pending.append((tmp, path))
-                if fmt == "csv":
-                    frame.write_csv(tmp)
-                else:
-                    frame.write_ndjson(tmp)
+        _mkdirs(out.parent, created)
+        staged.mkdir()
+        (staged / MARKER).write_text("written by `fragbench export`\n", encoding="utf-8")
+        for rel, frame in frames:
+            current = out / rel
+            (staged / rel).parent.mkdir(parents=True, exist_ok=True)
+            text = frame.write_csv() if fmt == "csv" else frame.write_ndjson()
+            (staged / rel).write_text(redactor.text(text), encoding="utf-8")
+        current = out
+        _swap_in(staged, out)
     except OSError as exc:
+        shutil.rmtree(staged, ignore_errors=True)
         for folder in reversed(created):
             try:
                 folder.rmdir()
@@ -165,7 +201,7 @@ def export(series_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
         raise FragbenchError(f"{current}: cannot be written ({exc.strerror or exc}); nothing "
                              "was exported; free some space or choose a writable --out.") \
             from None
-    return [path for path, _ in frames]
+    return [out / rel for rel, _ in frames]
 
 
 def summary(files: list[Path], out: Path) -> str:

@@ -298,13 +298,30 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None) -> s
     return environment().get_template("report.html.j2").render(context)
 
 
+INLINE_SCRIPTS = "script-src 'unsafe-inline'"
+
+
+def finish_page(page: str) -> str:
+    """The page as written: redacted like every other write (its text comes from records that
+    were redacted when written; this holds whatever a render adds), and its Content-Security-
+    Policy narrowed from any inline script to the one script of the template, by its sha256,
+    so that markup that ever slipped past escaping could not run."""
+    from fragbench.redact import Redactor, secrets_in_env
+
+    page = Redactor(secrets_in_env()).text(page)
+    start = page.index("<script>") + len("<script>")
+    body = page[start:page.index("</script>", start)]
+    digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode("ascii")
+    return page.replace(INLINE_SCRIPTS, f"script-src 'sha256-{digest}'", 1)
+
+
 def write_html_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None) -> Path:
     """Write report.html beside report.md; written beside, then renamed into place, so that a
     failed write leaves the old page, never half of one."""
     path = series_dir / REPORT_HTML
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(render(series_dir, tables), encoding="utf-8")
+        tmp.write_text(finish_page(render(series_dir, tables)), encoding="utf-8")
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)

@@ -151,12 +151,18 @@ are the Parquet tables'; only the encoding changes:
   (`calls.citations`), is a JSON array in the cell (`[]` when empty); a null is an empty cell,
   so that a null list (an answer that did not parse: nothing measured) and an empty one (a
   parsed answer citing nothing) stay apart;
+- in CSV, a text cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage return is
+  written with a leading apostrophe (`'=...`), which spreadsheets show as text instead of
+  running it as a formula: answers, extracts and cited IDs are a model's untrusted text (a
+  cell `=IMPORTDATA("http://...")` would fetch a URL when opened); JSON lines keep it as is;
 - in JSON lines every value keeps its JSON shape (lists, objects, numbers, `null`); an empty
   table is an empty file.
 
-Each file is written beside its place and renamed into it once every file is written: a
-failure (a full disk, a folder that cannot be written) leaves no partial export and no
-temporary file.
+The export is written into a staging folder beside `DIR`, which then takes its place in one
+rename: a failure (a full disk, a folder that cannot be written) leaves `DIR` as it was, an
+earlier export included. `DIR` holds a `.fragbench-export` marker: an earlier export is
+replaced whole (no stale file of another format stays), and a folder holding anything else is
+refused.
 
 ## journal.jsonl
 

@@ -10,20 +10,20 @@ import polars as pl
 from fragbench.errors import UsageError
 
 
-def check_output(path: Path, formats: tuple[str, ...]) -> None:
-    """Refuse, before any work, an output path that cannot be written as a table."""
+def check_output(path: Path, formats: tuple[str, ...], option: str = "--out") -> None:
+    """Refuse, before any work, an output path (given as `option`) that cannot be written."""
     if path.suffix not in formats:
-        raise UsageError(f"--out {path}: unknown format; end the file name in "
+        raise UsageError(f"{option} {path}: unknown format; end the file name in "
                          f"{', '.join(formats)}.")
     if path.is_dir():
-        raise UsageError(f"--out {path}: is a folder; name a file ending in "
+        raise UsageError(f"{option} {path}: is a folder; name a file ending in "
                          f"{', '.join(formats)}.")
     folder = path.parent
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
-        raise UsageError(f"--out {path}: {folder} is a file, not a folder; choose another "
-                         "--out.")
+        raise UsageError(f"{option} {path}: {folder} is a file, not a folder; choose another "
+                         f"{option}.")
 
 
 def flat_for_csv(frame: pl.DataFrame) -> pl.DataFrame:
