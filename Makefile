@@ -51,7 +51,7 @@ chromium:
 	else \
 		echo "make test: installing Debian's chromium for the browser tests (apt-get)"; \
 		export DEBIAN_FRONTEND=noninteractive; \
-		{ apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null; } || \
+		{ timeout 300 apt-get update -qq >/dev/null && timeout 900 apt-get install -y -qq chromium >/dev/null; } || \
 			echo "make test: apt-get could not install chromium: the browser tests will be skipped"; \
 	fi
 

@@ -566,9 +566,10 @@ def test_the_compare_page(chromium: Any, compared: dict[str, Compared], label: s
 
 def fake_bin(folder: Path, *, uid: int, apt: int | None, chromium: bool) -> Path:
     """A PATH of stand-ins: `id` answering `uid`, an `apt-get` that logs its arguments and
-    exits `apt` (None: no apt-get at all), and a `chromium` when asked."""
+    exits `apt` (None: no apt-get at all), a `timeout`, and a `chromium` when asked."""
     folder.mkdir()
-    tools = {"id": f'#!/bin/sh\necho {uid}\n'}
+    # `timeout` runs what it is given (its duration dropped), as coreutils' does in time.
+    tools = {"id": f'#!/bin/sh\necho {uid}\n', "timeout": '#!/bin/sh\nshift\nexec "$@"\n'}
     if apt is not None:
         tools["apt-get"] = (f'#!/bin/sh\necho "$DEBIAN_FRONTEND $*" >> "{folder}/apt.log"\n'
                             f"exit {apt}\n")
