@@ -156,6 +156,18 @@ def refuse_env_headers(env_var: str) -> None:
                              "(nothing was sent or spent).")
 
 
+def key_from_env(env_var: str, provider: str, headers_var: str) -> str:
+    """The key from `env_var`, passed to the SDK explicitly (never stored credentials), or one
+    line refusing the session; `headers_var`, the SDK's custom-headers variable, is refused
+    too (see refuse_env_headers)."""
+    key = os.environ.get(env_var, "").strip()
+    if not key:
+        raise FragbenchError(f"{env_var} is not set: export your {provider} key in the "
+                             "environment and run again (nothing was sent or spent).")
+    refuse_env_headers(headers_var)
+    return key
+
+
 def whole(value: Any) -> int | None:
     """A token count from a response body: an integer, else None (unknown, never guessed; a
     JSON `true` is no count)."""

@@ -20,10 +20,8 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
-from fragbench.errors import FragbenchError
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
 from fragbench.transport import (
@@ -31,8 +29,8 @@ from fragbench.transport import (
     check_types,
     clean,
     endpoint,
+    key_from_env,
     no_redirects,
-    refuse_env_headers,
     whole,
 )
 
@@ -155,12 +153,8 @@ class OpenAIBackend:
                         service_tier=params["service_tier"])
 
     def open(self, params: dict[str, Any]) -> OpenAISession:
-        key = os.environ.get("OPENAI_API_KEY", "").strip()
-        if not key:
-            raise FragbenchError("OPENAI_API_KEY is not set: export your OpenAI key in the "
-                                 "environment and run again (nothing was sent or spent).")
-        refuse_env_headers("OPENAI_CUSTOM_HEADERS")
-        return OpenAISession(params, key)
+        return OpenAISession(params, key_from_env("OPENAI_API_KEY", "OpenAI",
+                                                  "OPENAI_CUSTOM_HEADERS"))
 
 
 @hookimpl

@@ -32,10 +32,8 @@ model, pricing table and budget, frozen and recorded apart from the OpenAI serie
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from fragbench.errors import FragbenchError
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
 from fragbench.transport import (
@@ -43,8 +41,8 @@ from fragbench.transport import (
     check_types,
     clean,
     endpoint,
+    key_from_env,
     no_redirects,
-    refuse_env_headers,
     whole,
 )
 
@@ -220,12 +218,7 @@ class AnthropicBackend:
                         usage_fields=frozenset(COST_FIELDS), service_tier=TIER_ECHOED)
 
     def open(self, params: dict[str, Any]) -> SDKSession:
-        key = os.environ.get(ENV_KEY, "").strip()
-        if not key:
-            raise FragbenchError(f"{ENV_KEY} is not set: export your Anthropic key in the "
-                                 "environment and run again (nothing was sent or spent).")
-        refuse_env_headers("ANTHROPIC_CUSTOM_HEADERS")
-        return session(params, key)
+        return session(params, key_from_env(ENV_KEY, "Anthropic", "ANTHROPIC_CUSTOM_HEADERS"))
 
 
 @hookimpl
