@@ -12,6 +12,7 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 
+import attrs
 import pytest
 from test_budget_properties import PRICING, planned
 
@@ -64,10 +65,13 @@ class Raises:
 
 def run(tmp_path: Path, script: list[tuple[str, str, str | None]] | Raises,
         tier: str | None = None, reserved: Decimal = Decimal(1),
-        input_bound: int | None = None) -> tuple[object, int, list[dict]]:
+        input_bound: int | None = None, snapshot: str | None = None
+        ) -> tuple[object, int, list[dict]]:
     params = {"model": "m"} if tier is None else {"model": "m", "service_tier": tier}
     contract = Contract(model="m", output_ceiling=10**6, usage_fields=frozenset(COST_FIELDS),
                         service_tier=tier)
+    if snapshot is not None:
+        contract = attrs.evolve(contract, snapshot=snapshot)
     backend = BackendConfig(name="m", plugin="scripted", params=params, pricing=PRICING,
                             contract=contract)
     calls = [planned(i) for i in range(3)]
@@ -176,3 +180,16 @@ def test_a_failure_to_get_an_answer_stops_and_counts_what_it_may_have_cost(
     (outcome,) = [r for r in records if r["type"] == "outcome"]
     assert outcome["status"] == "failed"
     assert Decimal(outcome["counted_usd"]) == counted
+
+
+def test_a_snapshot_is_the_same_model_in_the_contract_s_own_naming(tmp_path: Path) -> None:
+    """The Messages API names a dated snapshot `-YYYYMMDD`, OpenAI `-YYYY-MM-DD`: each backend's
+    contract says which, and a snapshot in another naming is another model."""
+    dated = [("completed", "m-20251001", None)] * 3
+    stop, sent, _ = run(tmp_path / "a", dated, snapshot=r"-\d{8}")
+    assert stop is None and sent == 3  # priced too: the table's model "m" covers its snapshot
+    stop, _, _ = run(tmp_path / "b", dated)  # the default naming: another model
+    assert stop is not None and stop.reason == "changed_model"
+    stop, _, _ = run(tmp_path / "c", [("completed", "m-2025-10-01", None)],
+                     snapshot=r"-\d{8}")
+    assert stop is not None and stop.reason == "changed_model"

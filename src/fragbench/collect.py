@@ -14,8 +14,8 @@ inconnu"; no automatic retry or resume):
   incomplete (failed, cancelled, queued, in_progress, or one we do not know): the series stops
   there;
 - changed model: the first response's model must be the requested one or a dated snapshot of
-  it (`name-YYYY-MM-DD`); a later response whose model differs from the first one's is recorded,
-  then the series stops;
+  it (the contract's snapshot suffix, `name-YYYY-MM-DD` by default); a later response whose
+  model differs from the first one's is recorded, then the series stops;
 - unknown cost: no usage or a usage field missing (of those the backend's contract declares),
   a usage the request could not produce (more output tokens than the contract's output
   ceiling, more input tokens than its byte bound plus the framing tokens), a service tier
@@ -104,8 +104,10 @@ class BudgetBook:
                            | {"series": self.series, "series_uid": self.series_uid})
 
 
-def model_matches(requested: str, returned: str) -> bool:
-    return re.fullmatch(re.escape(requested) + f"({SNAPSHOT})?", returned) is not None
+def model_matches(requested: str, returned: str, snapshot: str = SNAPSHOT) -> bool:
+    """`returned` is `requested` or a dated snapshot of it (`snapshot`: the suffix pattern of
+    the backend's contract)."""
+    return re.fullmatch(re.escape(requested) + f"({snapshot})?", returned) is not None
 
 
 def _usage_doc(reply: Reply) -> dict[str, Any] | None:
@@ -161,7 +163,8 @@ def _priced(reply: Reply, backend: BackendConfig, reserved: Decimal, input_bound
         # may have been served, and billed, on a tier the frozen prices are not for.
         unknown = (f"service tier {reply.service_tier!r} came back, and the backend's contract "
                    "names none: state the tier in the config")
-    elif reply.model is None or not any(model_matches(m, reply.model) for m in pricing.models):
+    elif reply.model is None or not any(model_matches(m, reply.model, contract.snapshot)
+                                        for m in pricing.models):
         unknown = f"model {reply.model!r} has no price in the frozen table"
     else:
         try:
@@ -215,6 +218,7 @@ class _Collection:
         self.calls, self.reservations, self.session = calls, reservations, session
         self.backend, self.journal, self.book = backend, journal, book
         self.on_progress, self.input_bounds = on_progress, input_bounds
+        self.snapshot = backend.contract.snapshot if backend.contract is not None else SNAPSHOT
         self.spent_here = Decimal(0)
         self.current: PlannedCall | None = None
         self.pending: dict[str, Any] | None = None
@@ -355,7 +359,7 @@ class _Collection:
             return Stop("technical_failure", f"the response has status {reply.status!r}"
                         + (f" ({reply.error})" if reply.error else ""), call.id, call.seq)
         if first_model is None and expected_model is not None and (
-            reply.model is None or not model_matches(expected_model, reply.model)
+            reply.model is None or not model_matches(expected_model, reply.model, self.snapshot)
         ):
             return Stop("changed_model", f"model {reply.model!r} came back, "
                         f"{expected_model!r} was asked", call.id, call.seq)

@@ -6,6 +6,7 @@ once): one Python call per chunk would not survive a corpus of millions of sente
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -221,6 +222,10 @@ class Contract:
     service_tier: str | None = None
     """The tier a response must echo for the frozen prices to hold; None when the provider
     reports none."""
+    snapshot: str = r"-\d{4}-\d{2}-\d{2}"
+    """How the provider names a dated snapshot of the model asked for (a regular expression
+    for the suffix): a response naming `model` + a match is the same model. OpenAI writes
+    `-YYYY-MM-DD`; the Messages API `-YYYYMMDD`."""
 
     def problems(self) -> list[str]:
         """What makes this contract unusable, in words; empty when it holds."""
@@ -231,6 +236,10 @@ class Contract:
                 or self.output_ceiling < 1:
             found.append(f"output_ceiling must be a positive integer, not "
                          f"{self.output_ceiling!r}")
+        try:
+            re.compile(self.snapshot)
+        except (re.error, TypeError):
+            found.append(f"snapshot must be a regular expression, not {self.snapshot!r}")
         fields = set(self.usage_fields) if isinstance(self.usage_fields, (set, frozenset)) \
             else None
         if fields is None:

@@ -50,6 +50,8 @@ ENV_URL = "ANTHROPIC_BASE_URL"
 ENV_KEY = "ANTHROPIC_API_KEY"
 DEFAULT_URL = "https://api.anthropic.com"
 TIER_SENT = "standard_only"
+SNAPSHOT = r"-\d{8}"
+"""How the Messages API names a dated snapshot of an alias: claude-haiku-4-5-20251001."""
 TIER_ECHOED = "standard"
 """What `usage.service_tier` says of a request served on the Standard tier."""
 
@@ -215,7 +217,8 @@ class AnthropicBackend:
         # The Messages API reports all four usage fields (cache ones as 0 when nothing was
         # cached) and echoes the tier in usage.service_tier.
         return Contract(model=params["model"], output_ceiling=params["max_tokens"],
-                        usage_fields=frozenset(COST_FIELDS), service_tier=TIER_ECHOED)
+                        usage_fields=frozenset(COST_FIELDS), service_tier=TIER_ECHOED,
+                        snapshot=SNAPSHOT)
 
     def open(self, params: dict[str, Any]) -> SDKSession:
         return session(params, key_from_env(ENV_KEY, "Anthropic", "ANTHROPIC_CUSTOM_HEADERS"))
