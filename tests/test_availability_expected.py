@@ -42,10 +42,11 @@ from test_report_compare import section_table
 from fragbench.builtin.availability import Availability
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
-from fragbench.corpus import facts_frame, load_corpus
+from fragbench.corpus import facts_frame, load_corpus, sentences_frame
 from fragbench.interfaces import MeasureInput
-from fragbench.retrieval import retrieve, selected_facts
+from fragbench.retrieval import retrieve
 from fragbench.series import CALLS_SCHEMA
+from fragbench.spans import supplied as plan_supply
 
 SETTINGS = [(2, 1), (2, 2), (3, 1), (3, 2)]
 MAIN = (3, 1)
@@ -243,11 +244,13 @@ def test_each_call_is_split_by_what_it_was_given() -> None:
 
 
 def test_the_plan_supply_at_any_main_setting_is_the_hand_computed_one() -> None:
-    # `selected_facts` is what the plan gives the retrieval calls; it reads the table of all
+    # `spans.supplied` is what the plan gives the retrieval calls; it reads the table of all
     # four settings at once, so it must pick exactly the one asked for, not its neighbours.
     retrieval, _ = measured([ROOT / "corpus" / "0.2"], SETTINGS, MAIN)
+    sentences = sentences_frame(load_corpus([ROOT / "corpus" / "0.2"]))
     for size, k in SETTINGS:
-        supply = selected_facts(retrieval, size, k)
+        supply = {key: [fid for fid, _ in pairs]
+                  for key, pairs in plan_supply(retrieval, sentences, size, k).items()}
         assert supply == {(case, lang, variant): supplied.split()
                           for (case, lang, variant, setting), (supplied, _) in EXPECTED.items()
                           if setting == f"{size}/{k}"}, (size, k)

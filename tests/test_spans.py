@@ -53,9 +53,23 @@ from fragbench.corpus import facts_frame, load_corpus, sentences_frame
 from fragbench.errors import PluginError
 from fragbench.interfaces import MeasureInput
 from fragbench.plan import build_plan, verify
-from fragbench.retrieval import chunk_passages, retrieve, selected_facts
+from fragbench.retrieval import chunk_passages, retrieve
 from fragbench.series import CALLS_SCHEMA
 from fragbench.spans import coverage_problems, supplied
+
+
+def selected_facts(table: pl.DataFrame, chunk_size: int, top_k: int
+                   ) -> dict[tuple[str, str, str], list[str]]:
+    """An independent reading of the selection (what the plan supplied before spans): the
+    fact IDs of the selected chunks, chunk order, passage by passage."""
+    chosen = (
+        table.filter(pl.col("selected"), pl.col("chunk_size") == chunk_size,
+                     pl.col("top_k") == top_k)
+        .sort("case", "lang", "variant", "chunk")
+        .group_by("case", "lang", "variant", maintain_order=True)
+        .agg(pl.col("fact_ids").list.explode(keep_nulls=False, empty_as_null=False))
+    )
+    return {(c, lang, v): list(ids) for c, lang, v, ids in chosen.iter_rows()}
 
 CAFE = """
 id = "cafe"

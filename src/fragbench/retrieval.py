@@ -164,19 +164,3 @@ def retrieve(
     wanted = pl.DataFrame(settings, schema={"chunk_size": pl.Int32, "top_k": pl.Int32},
                           orient="row")
     return table.join(wanted, on=["chunk_size", "top_k"], how="semi", maintain_order="left")
-
-
-def selected_facts(table: pl.DataFrame, chunk_size: int, top_k: int) -> dict[tuple[str, str, str],
-                                                                            list[str]]:
-    """(case, lang, variant) -> the fact IDs of the selected chunks, in passage order: the IDs
-    of what the plan gives a retrieval call (`fragbench.spans.supplied`, which adds the text
-    shown under each, a fragment where a span cut the sentence)."""
-    chosen = (
-        table.filter(
-            pl.col("selected"), pl.col("chunk_size") == chunk_size, pl.col("top_k") == top_k
-        )
-        .sort([*PASSAGE, "chunk"])
-        .group_by(PASSAGE, maintain_order=True)
-        .agg(pl.col("fact_ids").list.explode(keep_nulls=False, empty_as_null=False))
-    )
-    return {(c, lang, v): list(ids) for c, lang, v, ids in chosen.iter_rows()}
