@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from fragbench.errors import UsageError
+from fragbench.errors import UsageError, first_line
 from fragbench.retrieval import TIE_DECIMALS
 
 SENTENCE_COLUMNS = {"passage": pl.String, "position": "integer", "lang": pl.String,
@@ -74,7 +74,7 @@ def _checked(frame: pl.LazyFrame, columns: dict[str, Any], what: str, source: An
     try:
         schema = frame.collect_schema()
     except (pl.exceptions.PolarsError, OSError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc, type(exc).__name__)
         raise UsageError(f"{what} {name}: cannot be read ({first}).") from None
     missing = [c for c in columns if c not in schema]
     if missing:

@@ -57,3 +57,10 @@ class SeriesError(FragbenchError):
 class PluginError(FragbenchError):
     """A plugin is unknown, registered twice, misbehaves at registration, or returns output
     that breaks its contract."""
+
+
+def first_line(exc: BaseException, default: str = "") -> str:
+    """An exception's message cut to its first line, for the one-line errors above (a library's
+    message can run to many lines); `default` when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else default

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
-from fragbench.errors import FragbenchError, SeriesError, UsageError
+from fragbench.errors import FragbenchError, SeriesError, UsageError, first_line
 from fragbench.series import MEASURES_FILE, read_json, require_series
 from fragbench.tables import flat_for_csv
 
@@ -172,7 +172,7 @@ def export(series_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
         try:
             frame = pl.read_parquet(series_dir / rel)
         except (OSError, pl.exceptions.PolarsError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc, type(exc).__name__)
             raise SeriesError(f"{series_dir / rel}: table {name} cannot be read ({first}); "
                               f"rebuild it with `fragbench measure {series_dir}`.") from None
         frames.append((Path(rel).with_suffix(f".{fmt}"), encoded(frame, fmt)))

@@ -118,6 +118,17 @@ def plugin_manager() -> tuple[pluggy.PluginManager, dict[str, tuple[str, str]]]:
     return pm, origins
 
 
+def call_plugin(kind: str, plugin: Any, method: str, *args: Any) -> Any:
+    """Call a plugin; a failure inside it is reported as that plugin's, in one line."""
+    from fragbench.errors import first_line
+
+    try:
+        return getattr(plugin, method)(*args)
+    except Exception as exc:
+        raise PluginError(f"{describe(kind, plugin)} failed: {type(exc).__name__}: "
+                          f"{first_line(exc)}; fix or uninstall that plugin.") from exc
+
+
 def describe(kind: str, obj: Any) -> str:
     """`chunker 'name' (plugin dist 1.2)`: how errors name a plugin."""
     name = getattr(obj, "name", type(obj).__name__)

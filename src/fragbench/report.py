@@ -22,7 +22,7 @@ import polars as pl
 
 from fragbench.budget import usd
 from fragbench.builtin.citations import FOLDED_LEVEL, REASONS
-from fragbench.errors import SeriesError
+from fragbench.errors import SeriesError, first_line
 from fragbench.figures import has_cuts, setting_order
 from fragbench.journal import JOURNAL_FILE, read_journal
 from fragbench.report_html import REPORT_HTML, write_html_report
@@ -79,7 +79,7 @@ def load_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
         try:
             tables[e["table"]] = pl.read_parquet(series_dir / e["path"])
         except (OSError, pl.exceptions.PolarsError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc, type(exc).__name__)
             raise SeriesError(f"{series_dir / e['path']}: table {e['table']} cannot be read "
                               f"({first}); rebuild it with `fragbench measure {series_dir}`."
                               ) from None

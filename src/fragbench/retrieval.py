@@ -14,8 +14,6 @@ and the measures never ask which kind of chunker made a chunk.
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 
 from fragbench.corpus import Case, questions_frame, sentences_frame
@@ -28,7 +26,7 @@ from fragbench.interfaces import (
     Scorer,
     check_frame,
 )
-from fragbench.plugins import describe
+from fragbench.plugins import call_plugin, describe
 from fragbench.spans import (
     SPAN_CONTRACT,
     check_spans,
@@ -73,23 +71,13 @@ SCORER_CONTRACT = ("a scorer returns the chunks it was given, one row each, with
                    "score column")
 
 
-def _call(kind: str, plugin: Any, method: str, *args: Any) -> Any:
-    """Call a plugin; a failure inside it is reported as that plugin's, in one line."""
-    try:
-        return getattr(plugin, method)(*args)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise PluginError(f"{describe(kind, plugin)} failed: {type(exc).__name__}: {first}; "
-                          "fix or uninstall that plugin.") from exc
-
-
 def chunk_passages(chunker: Chunker, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
     """One chunk size's chunks of every passage, as the core reads them: the chunker's output,
     checked against its declared interface (naming the plugin), with the derived columns
     (`fragbench.spans`): fact_ids, whole_fact_ids, cut_fact_ids, text, start, end."""
     who = describe("chunker", chunker)
     output = chunker_output(chunker, who)
-    frame = _call("chunker", chunker, "chunk", sentences, size)
+    frame = call_plugin("chunker", chunker, "chunk", sentences, size)
     if output == "spans":
         check_frame(frame, SPAN_COLUMNS, who, SPAN_CONTRACT)
         check_spans(frame, sentences, who)
@@ -112,7 +100,7 @@ def score_chunks(
               .with_columns(pl.lit(size, pl.Int32).alias("chunk_size"))
               for size in chunk_sizes]
     chunks = pl.concat(frames, how="vertical_relaxed")
-    scored = _call("scorer", scorer, "score", chunks, questions_frame(cases, langs))
+    scored = call_plugin("scorer", scorer, "score", chunks, questions_frame(cases, langs))
     who = describe("scorer", scorer)
     check_frame(scored, {**{c: (str(chunks.schema[c]),) for c in chunks.columns},
                          "score": SCORE_DTYPES}, who, SCORER_CONTRACT)

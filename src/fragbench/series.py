@@ -244,15 +244,10 @@ MEASURE_CONTRACT = ("a measure returns a dict of table name (letters, digits, '_
 def _measured(measure: Any, data: MeasureInput) -> dict[str, pl.DataFrame]:
     """A measure's tables, checked before anything is written; a failure inside the plugin or
     output that breaks the contract is one line naming it and its distribution."""
-    from fragbench.plugins import describe
+    from fragbench.plugins import call_plugin, describe
 
     who = describe("measure", measure)
-    try:
-        tables = measure.compute(data)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise PluginError(f"{who} failed: {type(exc).__name__}: {first}; fix or uninstall "
-                          "that plugin.") from exc
+    tables = call_plugin("measure", measure, "compute", data)
     if not isinstance(tables, dict):
         raise PluginError(f"{who} returned {type(tables).__name__}; {MEASURE_CONTRACT} "
                           "(docs/plugins.md). Fix or uninstall that plugin.")
