@@ -23,7 +23,7 @@ import attrs
 import polars as pl
 
 from fragbench.errors import SeriesError
-from fragbench.series import MEASURES_FILE, MONEY, read_json
+from fragbench.series import MONEY, read_json, tables_of
 
 CELL = ["case", "lang", "variant", "mode", "rep"]
 SIDE = ["status", "parsed", "n_citations", "n_valid", "n_invalid", "conditions_cited_validly",
@@ -106,9 +106,7 @@ def scan(path: str | Path) -> dict[str, pl.LazyFrame]:
     frames: dict[str, list[pl.LazyFrame]] = {}
     for d in series_dirs(Path(path)):
         info = _series_info(d)
-        tables = [(e["table"], e["path"]) for e in read_json(d / MEASURES_FILE)]
-        tables += [("retrieval", "retrieval.parquet"), ("facts", "facts.parquet")]
-        for name, rel in tables:
+        for name, rel in tables_of(d):
             frame = pl.scan_parquet(d / rel)
             _check_schema(frame, d, rel)
             frames.setdefault(name, []).append(frame.with_columns(*_labels(info)))

@@ -23,39 +23,15 @@ from pathlib import Path
 
 import polars as pl
 
-from fragbench.errors import FragbenchError, SeriesError, UsageError, first_line
-from fragbench.series import MEASURES_FILE, read_json, require_series
+from fragbench.errors import FragbenchError, UsageError
+from fragbench.series import read_table, tables_of
 from fragbench.tables import flat_for_csv
 
 FORMATS = ("csv", "jsonl")
 EXPORT_DIR = "export"
-RECORDED = (("retrieval", "retrieval.parquet"), ("facts", "facts.parquet"))
-"""Tables recorded while collecting, which measures.json does not list."""
 TEXT_LISTS = frozenset({"supplied_texts"})
 """List(String) columns whose items are texts with spaces: space-joining them would lose where
 one ends, so in CSV they are JSON arrays like any other nested value."""
-
-
-def tables_of(series_dir: Path) -> list[tuple[str, str]]:
-    """(table, path relative to the series folder) for every table of the series."""
-    require_series(series_dir)
-    manifest = series_dir / MEASURES_FILE
-    if not manifest.is_file():
-        raise SeriesError(f"{series_dir}: no {MEASURES_FILE} (its tables were never derived); "
-                          f"run `fragbench measure {series_dir}` first.")
-    entries = read_json(manifest)
-    if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and isinstance(e.get("table"), str)
-            and isinstance(e.get("path"), str) for e in entries):
-        raise SeriesError(f"{manifest}: not a list of tables; rebuild it with "
-                          f"`fragbench measure {series_dir}`.")
-    for e in entries:  # the export mirrors these paths: none may lead out of its folder
-        rel = Path(e["path"])
-        if rel.is_absolute() or ".." in rel.parts or rel.suffix != ".parquet":
-            raise SeriesError(f"{manifest}: table {e['table']} has path {e['path']!r}, not a "
-                              "Parquet file inside the series; rebuild it with "
-                              f"`fragbench measure {series_dir}`.")
-    return [(e["table"], e["path"]) for e in entries] + list(RECORDED)
 
 
 def _plain(amount: Decimal | None) -> str | None:
@@ -169,13 +145,8 @@ def export(series_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
     _check_out(out)
     frames: list[tuple[Path, pl.DataFrame]] = []
     for name, rel in tables:
-        try:
-            frame = pl.read_parquet(series_dir / rel)
-        except (OSError, pl.exceptions.PolarsError) as exc:
-            first = first_line(exc, type(exc).__name__)
-            raise SeriesError(f"{series_dir / rel}: table {name} cannot be read ({first}); "
-                              f"rebuild it with `fragbench measure {series_dir}`.") from None
-        frames.append((Path(rel).with_suffix(f".{fmt}"), encoded(frame, fmt)))
+        frames.append((Path(rel).with_suffix(f".{fmt}"),
+                       encoded(read_table(series_dir, name, rel), fmt)))
     redactor = Redactor(secrets_in_env())
     created: list[Path] = []
     staged = out.with_name(f".{out.name}.staged-{os.getpid()}")

@@ -22,11 +22,10 @@ import polars as pl
 
 from fragbench.budget import usd
 from fragbench.builtin.citations import FOLDED_LEVEL, REASONS
-from fragbench.errors import SeriesError, first_line
 from fragbench.figures import has_cuts, setting_order
 from fragbench.journal import JOURNAL_FILE, read_journal
 from fragbench.report_html import REPORT_HTML, write_html_report
-from fragbench.series import MEASURES_FILE, read_json
+from fragbench.series import MEASURES_FILE, read_json, read_table, tables_of
 
 REPORT_FILE = "report.md"
 FIGURES_DIR = "figures"
@@ -73,17 +72,8 @@ def markdown_table(frame: pl.DataFrame) -> str:
 
 def load_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
     """Every table measures.json lists, by name (calls and each measure's)."""
-    manifest = read_json(series_dir / MEASURES_FILE)
-    tables = {}
-    for e in manifest:
-        try:
-            tables[e["table"]] = pl.read_parquet(series_dir / e["path"])
-        except (OSError, pl.exceptions.PolarsError) as exc:
-            first = first_line(exc, type(exc).__name__)
-            raise SeriesError(f"{series_dir / e['path']}: table {e['table']} cannot be read "
-                              f"({first}); rebuild it with `fragbench measure {series_dir}`."
-                              ) from None
-    return tables
+    return {name: read_table(series_dir, name, rel)
+            for name, rel in tables_of(series_dir, recorded=False)}
 
 
 def _run_section(series_dir: Path, info: dict[str, Any], status: dict[str, Any],

@@ -21,7 +21,7 @@ import polars as pl
 from fragbench.answers import parse_answer
 from fragbench.budget import usd
 from fragbench.columns import MONEY_PRECISION, MONEY_SCALE, MONEY_TYPE
-from fragbench.errors import PluginError, SeriesError
+from fragbench.errors import PluginError, SeriesError, first_line
 from fragbench.interfaces import MeasureInput, check_frame
 from fragbench.journal import JOURNAL_FILE, read_journal, spent
 
@@ -319,3 +319,40 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
         write_parquet(tables[entry["table"]], path)
     write_json(manifest, series_dir / MEASURES_FILE)
     return tables
+
+
+RECORDED = (("retrieval", "retrieval.parquet"), ("facts", "facts.parquet"))
+"""Tables recorded while collecting, which measures.json does not list."""
+
+
+def tables_of(series_dir: Path, recorded: bool = True) -> list[tuple[str, str]]:
+    """(table, path relative to the series folder) for every table measures.json lists, then
+    (with `recorded`) the tables recorded while collecting, which it does not list."""
+    require_series(series_dir)
+    manifest = series_dir / MEASURES_FILE
+    if not manifest.is_file():
+        raise SeriesError(f"{series_dir}: no {MEASURES_FILE} (its tables were never derived); "
+                          f"run `fragbench measure {series_dir}` first.")
+    entries = read_json(manifest)
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("table"), str)
+            and isinstance(e.get("path"), str) for e in entries):
+        raise SeriesError(f"{manifest}: not a list of tables; rebuild it with "
+                          f"`fragbench measure {series_dir}`.")
+    for e in entries:  # readers and the export follow these paths: none may lead outside
+        rel = Path(e["path"])
+        if rel.is_absolute() or ".." in rel.parts or rel.suffix != ".parquet":
+            raise SeriesError(f"{manifest}: table {e['table']} has path {e['path']!r}, not a "
+                              "Parquet file inside the series; rebuild it with "
+                              f"`fragbench measure {series_dir}`.")
+    return [(e["table"], e["path"]) for e in entries] + (list(RECORDED) if recorded else [])
+
+
+def read_table(series_dir: Path, name: str, rel: str) -> pl.DataFrame:
+    """One table of a series, or one line saying it cannot be read and how to rebuild it."""
+    try:
+        return pl.read_parquet(series_dir / rel)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise SeriesError(f"{series_dir / rel}: table {name} cannot be read "
+                          f"({first_line(exc, type(exc).__name__)}); rebuild it with "
+                          f"`fragbench measure {series_dir}`.") from None
