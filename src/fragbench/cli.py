@@ -266,7 +266,7 @@ def measure(
 
     require_series(series_dir)
     tables = derive_tables(series_dir, tuple(diagnostic or ()))
-    report = write_report(series_dir)
+    report = write_report(series_dir, tables)
     say(f"{len(tables)} tables and {report.name} rebuilt in {series_dir}")
 
 

@@ -203,7 +203,7 @@ def _stops_section(completeness: pl.DataFrame, calls: pl.DataFrame, not_sent: in
     return out
 
 
-def write_report(series_dir: Path) -> Path:
+def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None) -> Path:
     """Write report.md, what a reader reads (what was run, availability, citations per call,
     stops and errors, usage, limits), its figures, and report.html beside it: the evidence
     call by call (fragments, highlighted extracts, answers, raw responses)."""
@@ -213,7 +213,9 @@ def write_report(series_dir: Path) -> Path:
     status = read_json(series_dir / "status.json")
     plan = read_json(series_dir / "plan.json")
     manifest = read_json(series_dir / MEASURES_FILE)
-    tables = load_tables(series_dir)
+    # The tables `measure` and `run` just derived, or the recorded ones, read once for both
+    # pages.
+    tables = load_tables(series_dir) if tables is None else tables
     calls = tables["calls"]
     not_sent = calls.filter(pl.col("status") == "not_sent").height
     figures = series_dir / FIGURES_DIR

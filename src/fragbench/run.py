@@ -317,9 +317,9 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
     tables_error = None
     try:
         say("deriving the tables")
-        derive_tables(series_dir)
+        tables = derive_tables(series_dir)
         say("writing the report")
-        write_report(series_dir)
+        write_report(series_dir, tables)
     except OSError as exc:
         tables_error = (f"the tables and report could not be written ({exc.strerror}); free "
                         f"space, then run `fragbench measure {series_dir}`")
