@@ -43,13 +43,12 @@ import attrs
 from fragbench.budget import UnknownCost, balance, cost, usd
 from fragbench.config import BackendConfig, Budget
 from fragbench.errors import FragbenchError
-from fragbench.interfaces import BackendFailure, Reply, Session, Usage
+from fragbench.interfaces import SNAPSHOT, BackendFailure, Reply, Session, Usage
 from fragbench.journal import Journal
 from fragbench.ledger import Ledger
 from fragbench.plan import PlannedCall
 
 ANSWERED_STATUSES = {"completed", "incomplete"}
-SNAPSHOT = r"-\d{4}-\d{2}-\d{2}"
 
 
 @attrs.frozen

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
 
+from fragbench.budget import usd
 from fragbench.errors import FragbenchError, UsageError
 from fragbench.series import read_table, tables_of
 from fragbench.tables import flat_for_csv
@@ -32,14 +32,6 @@ EXPORT_DIR = "export"
 TEXT_LISTS = frozenset({"supplied_texts"})
 """List(String) columns whose items are texts with spaces: space-joining them would lose where
 one ends, so in CSV they are JSON arrays like any other nested value."""
-
-
-def _plain(amount: Decimal | None) -> str | None:
-    """Exact, plain decimal text (`0.003024`, never `3.024E-3` nor a float)."""
-    if amount is None:
-        return None
-    text = format(amount, "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _json_cells(series: pl.Series) -> pl.Series:
@@ -68,7 +60,8 @@ def encoded(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
     for name, dtype in frame.schema.items():
         column = frame.get_column(name)
         if isinstance(dtype, pl.Decimal):
-            column = pl.Series(name, [_plain(v) for v in column.to_list()], dtype=pl.String)
+            column = pl.Series(name, [None if v is None else usd(v) for v in column.to_list()],
+                               dtype=pl.String)
         elif fmt == "csv" and dtype.is_nested() and (
                 dtype != pl.List(pl.String) or name in TEXT_LISTS):
             column = _json_cells(column)
@@ -136,7 +129,7 @@ def export(series_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
     Everything is written into a staging folder beside `out`, which then takes its place in one
     rename: a failure leaves `out` as it was (an earlier export included). Every file's text
     goes through the redactor, as every other write does."""
-    from fragbench.redact import Redactor, secrets_in_env
+    from fragbench.redact import Redactor
 
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: unknown; use one of {', '.join(FORMATS)}.")
@@ -147,7 +140,7 @@ def export(series_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
     for name, rel in tables:
         frames.append((Path(rel).with_suffix(f".{fmt}"),
                        encoded(read_table(series_dir, name, rel), fmt)))
-    redactor = Redactor(secrets_in_env())
+    redactor = Redactor.from_env()
     created: list[Path] = []
     staged = out.with_name(f".{out.name}.staged-{os.getpid()}")
     current: Path = out

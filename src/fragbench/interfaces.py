@@ -127,6 +127,9 @@ class Request:
     span chunker the characters of it that the selected chunk holds (a cut fact's fragment)."""
 
 
+SNAPSHOT = r"-\d{4}-\d{2}-\d{2}"
+"""A dated snapshot's suffix as OpenAI writes it (`gpt-6-astra-2026-09-30`): the default."""
+
 COST_FIELDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens")
 """The usage fields the cost formula reads (fragbench.budget.cost)."""
 
@@ -222,7 +225,7 @@ class Contract:
     service_tier: str | None = None
     """The tier a response must echo for the frozen prices to hold; None when the provider
     reports none."""
-    snapshot: str = r"-\d{4}-\d{2}-\d{2}"
+    snapshot: str = SNAPSHOT
     """How the provider names a dated snapshot of the model asked for (a regular expression
     for the suffix): a response naming `model` + a match is the same model. OpenAI writes
     `-YYYY-MM-DD`; the Messages API `-YYYYMMDD`."""

@@ -232,17 +232,15 @@ def environment() -> jinja2.Environment:
     """The Jinja2 environment of fragbench's HTML pages: the templates folder, autoescape on
     (every value is escaped unless marked safe, and nothing from a response ever is), strict
     undefined (a misspelt field fails the render instead of printing nothing), and the reason
-    words, symbols and colours as globals, so that every page draws reasons alike."""
+    words, help and symbols as globals, so that every page draws reasons alike."""
     import jinja2
-
-    from fragbench.figures import REASON_COLORS
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True)
     env.globals.update(REASON_WORDS=REASON_WORDS, REASON_HELP=REASON_HELP,
-                       REASON_SYMBOLS=REASON_SYMBOLS, REASON_COLORS=REASON_COLORS)
+                       REASON_SYMBOLS=REASON_SYMBOLS)
     env.filters["usd"] = _money
     return env
 
@@ -306,9 +304,9 @@ def finish_page(page: str) -> str:
     were redacted when written; this holds whatever a render adds), and its Content-Security-
     Policy narrowed from any inline script to the one script of the template, by its sha256,
     so that markup that ever slipped past escaping could not run."""
-    from fragbench.redact import Redactor, secrets_in_env
+    from fragbench.redact import Redactor
 
-    page = Redactor(secrets_in_env()).text(page)
+    page = Redactor.from_env().text(page)
     start = page.index("<script>") + len("<script>")
     body = page[start:page.index("</script>", start)]
     digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode("ascii")
