@@ -156,14 +156,24 @@ def refuse_env_headers(env_var: str) -> None:
                              "(nothing was sent or spent).")
 
 
-def key_from_env(env_var: str, provider: str, headers_var: str) -> str:
+def key_from_env(env_var: str, provider: str, headers_var: str, unset: str | None = None
+                 ) -> str:
     """The key from `env_var`, passed to the SDK explicitly (never stored credentials), or one
-    line refusing the session; `headers_var`, the SDK's custom-headers variable, is refused
-    too (see refuse_env_headers)."""
+    line refusing the session: unset (`unset`, what follows the variable's name in that line,
+    says what to do when exporting the provider's key is not the whole story), or shorter than
+    MIN_SECRET, which the redactor cannot tell from ordinary words and so could not keep out of
+    what is written (a server may echo it in an error body). `headers_var`, the SDK's
+    custom-headers variable, is refused too (refuse_env_headers)."""
+    from fragbench.redact import MIN_SECRET
+
     key = os.environ.get(env_var, "").strip()
     if not key:
-        raise FragbenchError(f"{env_var} is not set: export your {provider} key in the "
-                             "environment and run again (nothing was sent or spent).")
+        unset = unset or f" is not set: export your {provider} key in the environment"
+        raise FragbenchError(f"{env_var}{unset} and run again (nothing was sent or spent).")
+    if len(key) < MIN_SECRET:
+        raise FragbenchError(f"{env_var} is shorter than {MIN_SECRET} characters, too short to "
+                             "be kept out of what fragbench writes; use a longer key and run "
+                             "again (nothing was sent or spent).")
     refuse_env_headers(headers_var)
     return key
 

@@ -33,19 +33,18 @@ and budget).
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
-from fragbench.errors import FragbenchError
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import BackendFailure, Contract, Reply, Request, Usage
-from fragbench.redact import MIN_SECRET, SECRET_ENV
+from fragbench.redact import SECRET_ENV
 from fragbench.transport import (
     SDKSession,
     check_types,
     clean,
     endpoint,
+    key_from_env,
     no_redirects,
     refuse_env_headers,
     whole,
@@ -193,19 +192,12 @@ class OpenAIChatBackend:
 
     def open(self, params: dict[str, Any]) -> SDKSession:
         key_env = params.get("key_env", "OPENAI_API_KEY")
-        key = os.environ.get(key_env, "").strip() if key_env else NO_KEY
-        if not key:
-            raise FragbenchError(f"{key_env} is not set (the config's key_env): export the "
-                                 "server's key in the environment, or set key_env = \"\" for a "
-                                 "server that takes none, and run again (nothing was sent or "
-                                 "spent).")
-        if key_env and len(key) < MIN_SECRET:
-            # Shorter values cannot be told from ordinary words, so the redactor leaves them:
-            # a server echoing it in an error body would have it written.
-            raise FragbenchError(f"{key_env} is shorter than {MIN_SECRET} characters, too short "
-                                 "to be kept out of what fragbench writes; give the server a "
-                                 "longer key and run again (nothing was sent or spent).")
-        refuse_env_headers("OPENAI_CUSTOM_HEADERS")
+        if not key_env:  # a server that takes no key: the placeholder, never a key found
+            refuse_env_headers("OPENAI_CUSTOM_HEADERS")
+            return session(params, NO_KEY)
+        key = key_from_env(key_env, "server's", "OPENAI_CUSTOM_HEADERS",
+                           " is not set (the config's key_env): export the server's key in the "
+                           'environment, or set key_env = "" for a server that takes none,')
         return session(params, key)
 
 
