@@ -179,14 +179,9 @@ def render(comparison: Comparison, redact: Redact) -> str:
 
 def write_compare_page(comparison: Comparison, path: Path, redact: Redact) -> None:
     """Write the page beside, then rename it into place: a failed write leaves no half page."""
+    from fragbench.journal import write_text_atomically
     from fragbench.report_html import finish_page
 
     text = finish_page(render(comparison, redact))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, text)

@@ -25,6 +25,7 @@ from fragbench.config import BackendConfig, Experiment
 from fragbench.corpus import sentences_frame
 from fragbench.errors import PlanMismatch
 from fragbench.interfaces import Request
+from fragbench.journal import write_text_atomically
 from fragbench.plugins import describe, registry
 from fragbench.requests import build_request, request_sha256, request_text
 from fragbench.retrieval import retrieve
@@ -232,9 +233,7 @@ def freeze(experiment: Experiment) -> Path:
     plan["recorded"] = {"frozen_at": datetime.now(UTC).isoformat(timespec="seconds"),
                         "python": platform.python_version()}
     path = plan_path(experiment)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(dumps(plan), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomically(path, dumps(plan))
     return path
 
 

@@ -23,7 +23,7 @@ import polars as pl
 from fragbench.budget import usd
 from fragbench.builtin.citations import FOLDED_LEVEL, REASONS
 from fragbench.figures import has_cuts, setting_order
-from fragbench.journal import JOURNAL_FILE, read_journal
+from fragbench.journal import JOURNAL_FILE, read_journal, write_text_atomically
 from fragbench.report_html import REPORT_HTML, write_html_report
 from fragbench.series import MEASURES_FILE, read_json, read_table, tables_of
 
@@ -279,6 +279,6 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
     out += ["", "## Limits", ""] + [f"- {line}" for line in LIMITS]
     out += ["", f"Every answer as it came, and every raw response: [{REPORT_HTML}]({REPORT_HTML})."]
     path = series_dir / REPORT_FILE
-    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    write_text_atomically(path, "\n".join(out) + "\n")
     write_html_report(series_dir, tables)
     return path

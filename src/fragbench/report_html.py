@@ -316,12 +316,8 @@ def finish_page(page: str) -> str:
 def write_html_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None) -> Path:
     """Write report.html beside report.md; written beside, then renamed into place, so that a
     failed write leaves the old page, never half of one."""
+    from fragbench.journal import write_text_atomically
+
     path = series_dir / REPORT_HTML
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(finish_page(render(series_dir, tables)), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, finish_page(render(series_dir, tables)))
     return path

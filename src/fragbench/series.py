@@ -23,7 +23,7 @@ from fragbench.budget import usd
 from fragbench.columns import MONEY_PRECISION, MONEY_SCALE, MONEY_TYPE
 from fragbench.errors import PluginError, SeriesError, first_line
 from fragbench.interfaces import MeasureInput, check_frame
-from fragbench.journal import JOURNAL_FILE, read_journal, spent
+from fragbench.journal import JOURNAL_FILE, read_journal, spent, write_atomically
 
 # Money columns are exact decimals, never floats: a float sum drifts (0.0030239999999999976
 # for 0.003024) where the journal and status.json are exact. Scale 18 holds every amount the
@@ -115,13 +115,7 @@ CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
 
 def write_parquet(frame: pl.DataFrame, path: Path) -> None:
     """Atomic: a crash or a full disk leaves the old file or the new one, never half of one."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        frame.write_parquet(tmp)
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomically(path, frame.write_parquet)
 
 
 def write_json(value: Any, path: Path) -> None:

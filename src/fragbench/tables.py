@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -39,21 +39,16 @@ def write_table(frame: pl.DataFrame, path: Path) -> None:
     """Parquet, CSV or JSON lines by suffix; written beside, then renamed into place. A write
     that fails leaves the old file (if any) and no temporary one."""
     from fragbench.errors import FragbenchError
+    from fragbench.journal import write_atomically
 
-    tmp = path.with_name(path.name + ".tmp")
+    writers: dict[str, Callable[[Path], object]] = {
+        ".parquet": frame.write_parquet, ".csv": lambda tmp: flat_for_csv(frame).write_csv(tmp),
+        ".jsonl": frame.write_ndjson}
+    if path.suffix not in writers:
+        raise ValueError(f"unknown table format {path.suffix}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix == ".parquet":
-            frame.write_parquet(tmp)
-        elif path.suffix == ".csv":
-            flat_for_csv(frame).write_csv(tmp)
-        elif path.suffix == ".jsonl":
-            frame.write_ndjson(tmp)
-        else:
-            raise ValueError(f"unknown table format {path.suffix}")
-        tmp.replace(path)
+        write_atomically(path, writers[path.suffix])
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise FragbenchError(f"{path}: cannot be written ({exc.strerror or exc}); choose a "
                              "writable --out.") from None
