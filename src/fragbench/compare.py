@@ -127,6 +127,16 @@ class Comparison:
     table: pl.DataFrame
 
     @property
+    def counts(self) -> dict[str, int]:
+        """Counts of cells (no score): all, compared, of those differing and the same, and not
+        compared."""
+        compared = self.table.filter(pl.col("compared"))
+        differing = compared.filter(pl.col("differs")).height
+        return {"cells": self.table.height, "compared": compared.height,
+                "differing": differing, "same": compared.height - differing,
+                "not_compared": self.table.height - compared.height}
+
+    @property
     def sides(self) -> list[str]:
         """Who is A and who is B, a non-model baseline named as such."""
         return [f"A: {describe(self.info_a)}", f"B: {describe(self.info_b)}"]
@@ -288,12 +298,9 @@ def summary(comparison: Comparison, width: int = SCREEN_WIDTH) -> list[str]:
              "differs"]
     lines += [f"{c:<{w_cell}}  {s:<{w_status}}  {v:<{w_valid}}  {_verdict(r)}"
               for c, s, v, r in zip(cells, statuses, valid, rows, strict=True)]
-    table = comparison.table
-    compared = table.filter(pl.col("compared"))
-    differing = compared.filter(pl.col("differs")).height
-    lines.append(f"{table.height} cells: {compared.height} compared, of which {differing} "
-                 f"differ and {compared.height - differing} are the same; "
-                 f"{table.height - compared.height} not compared.")
+    n = comparison.counts
+    lines.append(f"{n['cells']} cells: {n['compared']} compared, of which {n['differing']} "
+                 f"differ and {n['same']} are the same; {n['not_compared']} not compared.")
     wrapped = []
     for line in [*comparison.warnings, *comparison.sides, *lines]:
         wrapped += textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False,

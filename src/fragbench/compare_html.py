@@ -19,7 +19,8 @@ from typing import Any
 import polars as pl
 
 from fragbench.budget import usd
-from fragbench.compare import CELL, Comparison, differing_fields, scan
+from fragbench.compare import CELL, Comparison, differing_fields
+from fragbench.series import read_table, tables_of
 
 TEMPLATE = "compare.html.j2"
 FIELD_WORDS = {
@@ -37,27 +38,23 @@ DETAIL = ["call_id", "answer", "text", "parse_error", "refusal", "incomplete_rea
 Redact = Callable[[str], str]
 
 
-def _citations(series_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """call_id -> its citations in answer order; none when the series has no citations
-    measure (then nothing was measured, which the side's counts show as —)."""
-    tables = scan(series_dir)
-    if "citations" not in tables:
-        return {}
-    rows = tables["citations"].select(
-        "call_id", "citation", "id", "extract", "reason", "reason_folded",
-    ).sort("call_id", "citation").collect().to_dicts()
-    by_call: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        by_call.setdefault(row["call_id"], []).append(row)
-    return by_call
-
-
-def _details(series_dir: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """Cell key -> what the call recorded (answer, errors) and its citations."""
-    calls = pl.read_parquet(series_dir / "calls.parquet", columns=[*CELL, *DETAIL])
-    citations = _citations(series_dir)
-    return {tuple(row[c] for c in CELL): {**row, "citations": citations.get(row["call_id"], [])}
-            for row in calls.to_dicts()}
+def _details(series_dir: Path) -> tuple[dict[tuple[Any, ...], dict[str, Any]], list[str]]:
+    """Cell key -> what the call recorded (answer, errors) and its citations in answer order
+    (none when the series has no citations measure: nothing was measured, which the side's
+    counts show as —); and every distinct model as returned. Each file is read once."""
+    calls = pl.read_parquet(series_dir / "calls.parquet", columns=[*CELL, *DETAIL, "model"])
+    citations: dict[str, list[dict[str, Any]]] = {}
+    for name, rel in tables_of(series_dir, recorded=False):
+        if name == "citations":
+            rows = read_table(series_dir, name, rel).select(
+                "call_id", "citation", "id", "extract", "reason", "reason_folded",
+            ).sort("call_id", "citation").to_dicts()
+            for row in rows:
+                citations.setdefault(row["call_id"], []).append(row)
+    details = {tuple(row[c] for c in CELL): {**row, "citations": citations.get(row["call_id"],
+                                                                                [])}
+               for row in calls.to_dicts()}
+    return details, sorted(m for m in calls["model"].unique().to_list() if m is not None)
 
 
 def _side(row: dict[str, Any], letter: str, name: str, detail: dict[str, Any] | None,
@@ -107,27 +104,24 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _models(series_dir: Path) -> list[str]:
-    """Every distinct model as returned, sorted (none for a series that sent nothing)."""
-    calls = pl.read_parquet(series_dir / "calls.parquet", columns=["model"])
-    return sorted(m for m in calls["model"].unique().to_list() if m is not None)
-
-
-def _series(letter: str, info: dict[str, Any], where: Path) -> dict[str, Any]:
+def _series(letter: str, info: dict[str, Any], where: Path, models: list[str]
+            ) -> dict[str, Any]:
     stop = info.get("stop") or {}
     return {"letter": letter, "name": info["series"], "experiment": info["experiment"],
             "is_model": info["is_model"], "label": info["label"], "backend": info["backend"],
             "backend_plugin": info["backend_plugin"], "endpoint": info["endpoint"],
             "state": info["state"], "stop_reason": stop.get("reason") or "",
             "plan_sha256": info["plan_sha256"], "spent_usd": info.get("spent_usd"),
-            "path": str(where), "models": _models(where)}
+            "path": str(where), "models": models}
 
 
 def page_context(comparison: Comparison, redact: Redact) -> dict[str, Any]:
     """Everything the template shows, from the comparison and the two series' files."""
     from fragbench.report_html import REASON_WORDS
 
-    details = (_details(comparison.dir_a), _details(comparison.dir_b))
+    (details_a, models_a), (details_b, models_b) = (_details(comparison.dir_a),
+                                                    _details(comparison.dir_b))
+    details = (details_a, details_b)
     names = (comparison.info_a["series"], comparison.info_b["series"])
     table = comparison.table
     cells = []
@@ -145,17 +139,13 @@ def page_context(comparison: Comparison, redact: Redact) -> dict[str, Any]:
         })
     occurring = {c["reason"] for cell in cells for side in cell["sides"]
                  for c in side["citations"]}
-    compared = table.filter(pl.col("compared"))
-    differing = compared.filter(pl.col("differs")).height
     options = {c: sorted({str(row[c]) for row in cells}) for c in CELL if c != "rep"}
     return {
         "warnings": [redact(w) for w in comparison.warnings],
-        "series": [_series("A", comparison.info_a, comparison.dir_a),
-                   _series("B", comparison.info_b, comparison.dir_b)],
+        "series": [_series("A", comparison.info_a, comparison.dir_a, models_a),
+                   _series("B", comparison.info_b, comparison.dir_b, models_b)],
         "cells": cells,
-        "counts": {"cells": table.height, "compared": compared.height, "differing": differing,
-                   "same": compared.height - differing,
-                   "not_compared": table.height - compared.height},
+        "counts": comparison.counts,
         # (key, label, options, attribute, match): the shared filters macro's shape.
         "filters": [
             *[(c, c, options[c], f"data-{c}", "exact") for c in ("case", "lang", "variant",
