@@ -41,14 +41,13 @@ from typing import Any
 import attrs
 
 from fragbench.budget import UnknownCost, balance, cost, usd
+from fragbench.columns import ANSWERED
 from fragbench.config import BackendConfig, Budget
 from fragbench.errors import FragbenchError
 from fragbench.interfaces import SNAPSHOT, BackendFailure, Reply, Session, Usage
 from fragbench.journal import Journal
 from fragbench.ledger import Ledger
 from fragbench.plan import PlannedCall
-
-ANSWERED_STATUSES = {"completed", "incomplete"}
 
 
 @attrs.frozen
@@ -336,7 +335,7 @@ class _Collection:
         backend = self.backend
         amount, unknown, counted = _priced(reply, backend, reserved,
                                            self.input_bounds.get(call.seq))
-        if reply.status not in ANSWERED_STATUSES and backend.pricing is not None:
+        if reply.status not in ANSWERED and backend.pricing is not None:
             # Not finished (or failed on the way): its usage may not be its final bill.
             amount, unknown = None, f"status {reply.status!r}: the usage may not be final"
             counted = max(counted, reserved)
@@ -354,7 +353,7 @@ class _Collection:
         self.spent_here += counted
         self.progress(call, reply.status)
 
-        if reply.status not in ANSWERED_STATUSES:
+        if reply.status not in ANSWERED:
             return Stop("technical_failure", f"the response has status {reply.status!r}"
                         + (f" ({reply.error})" if reply.error else ""), call.id, call.seq)
         if first_model is None and expected_model is not None and (

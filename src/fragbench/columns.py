@@ -10,6 +10,10 @@ MONEY_PRECISION = 38
 MONEY_SCALE = MONEY_DECIMALS  # the config refuses prices that are not exact at this scale
 MONEY_TYPE = f"Decimal({MONEY_PRECISION}, {MONEY_SCALE}), exact"
 
+ANSWERED = ("completed", "incomplete")
+"""The call statuses that brought back an answer (kept, measured, collection goes on); any
+other status of a sent call is a technical failure."""
+
 PASSAGE_COLUMNS = {
     "case": "case ID",
     "lang": "language code",

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import polars as pl
 
+from fragbench.columns import ANSWERED
 from fragbench.errors import SeriesError
 from fragbench.series import MONEY, read_json, tables_of
 
@@ -243,10 +244,9 @@ def compare_series(a: Path, b: Path) -> Comparison:
     _refuse_partial_provider_comparison(info_a, info_b)
     table = calls_a.join(calls_b, on=CELL, how="full", coalesce=True, suffix="_b")
     table = table.rename({c: f"{c}_a" for c in SIDE if c in calls_a.columns})
-    answered = ["completed", "incomplete"]
     same_request = pl.col("request_sha256") == pl.col("request_sha256_b")
     table = table.with_columns(
-        (pl.col("status_a").is_in(answered) & pl.col("status_b").is_in(answered)
+        (pl.col("status_a").is_in(ANSWERED) & pl.col("status_b").is_in(ANSWERED)
          & same_request).fill_null(False).alias("compared"),
     ).with_columns(
         _differs(),

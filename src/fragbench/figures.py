@@ -26,6 +26,8 @@ from typing import Any
 
 import polars as pl
 
+from fragbench.columns import ANSWERED
+
 # Exact-level citation reasons, bottom to top of a stack; only those that occur are drawn.
 REASON_COLORS = {
     "valid": "#1b7837",
@@ -47,7 +49,6 @@ SLOTS = {  # legend label -> (style, the suffix of its marks' SVG id)
     "sent, no answer": (NO_ANSWER, "no-answer"),
     "answered, not parsed": (NOT_PARSED, "not-parsed"),
 }
-ANSWERED = ("completed", "incomplete")  # statuses whose call brought back an answer
 MODES = ("retrieval", "full")
 OUTLINE = "#e66101"  # the cells the calls used: visible on light and dark greens alike
 USED = "cells the calls used"  # the outlines' label (not drawn; for readers of the Figure)

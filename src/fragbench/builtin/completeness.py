@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fragbench.columns import CALL_COLUMNS, MONEY_TYPE, PASSAGE_COLUMNS
+from fragbench.columns import ANSWERED, CALL_COLUMNS, MONEY_TYPE, PASSAGE_COLUMNS
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
 
@@ -56,7 +56,7 @@ class Completeness:
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:
             return {}
-        answered = pl.col("status").is_in(["completed", "incomplete"])
+        answered = pl.col("status").is_in(ANSWERED)
         table = data.calls.with_columns(
             answered.alias("answered"),
             # Only an answer can be a refusal; for the others nothing is known: null.

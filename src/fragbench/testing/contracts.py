@@ -682,14 +682,18 @@ class _Suite:
                         f"{outcome.get('counted_usd')} (cost {outcome.get('cost_usd')}), not "
                         f"at its whole reservation {ran.reserved(seq)}")
 
-    def went_on(self, name: str, ran: _Ran, seq: int, what: str) -> dict[str, Any]:
+    def all_sent(self, name: str, ran: _Ran, lead: str) -> None:
+        """The series went to its end (`lead` opens the failure's words), one request a call."""
         if ran.stop is not None:
-            raise _fail(self.who, STOPS, f"{name}: {what} is recorded and collection goes on; "
-                        f"the series stopped at call {ran.stop.seq} as {ran.stop.reason} "
-                        f"({ran.stop.detail}){self.failure_text(ran, ran.stop.seq)}")
+            raise _fail(self.who, STOPS, f"{name}: {lead}the series stopped at call "
+                        f"{ran.stop.seq} as {ran.stop.reason} ({ran.stop.detail})"
+                        f"{self.failure_text(ran, ran.stop.seq)}")
         if len(ran.requests) != len(self.calls):
             raise _fail(self.who, ONE_REQUEST, f"{name}: the server received "
                         f"{len(ran.requests)} requests for {len(self.calls)} calls")
+
+    def went_on(self, name: str, ran: _Ran, seq: int, what: str) -> dict[str, Any]:
+        self.all_sent(name, ran, f"{what} is recorded and collection goes on; ")
         others = [s for s in range(1, len(self.calls) + 1) if s != seq]
         self.answered_as_planned(name, ran, others)
         self.cost_is(name, ran, seq)
@@ -747,13 +751,7 @@ class _Suite:
     def clean_series(self) -> None:
         name = "every call answered"
         ran = self.run(name)
-        if ran.stop is not None:
-            raise _fail(self.who, STOPS, f"{name}: the series stopped at call {ran.stop.seq} "
-                        f"as {ran.stop.reason} ({ran.stop.detail})"
-                        f"{self.failure_text(ran, ran.stop.seq)}")
-        if len(ran.requests) != len(self.calls):
-            raise _fail(self.who, ONE_REQUEST, f"{name}: the server received "
-                        f"{len(ran.requests)} requests for {len(self.calls)} calls")
+        self.all_sent(name, ran, "")
         self.answered_as_planned(name, ran, range(1, len(self.calls) + 1))
         for number, request in enumerate(ran.requests):
             body = request["body"]
