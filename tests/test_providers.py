@@ -13,7 +13,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
-from conftest import error_lines, run_cli
+import pytest
+from conftest import ROOT, error_lines, run_cli
 from loopback import Server, http_error
 from test_report_compare import loopback_series
 
@@ -88,3 +89,16 @@ def test_plan_shows_each_provider_series_its_own_reservations_and_budget() -> No
     assert chat["review"]["budget"]["id"] == "protocol-1.0-openai-chat"
     assert set(chat["review"]["reserved_usd"]) == {"0"} and chat["review"]["budget"]["fits"]
     assert chat["review"]["frozen_plan"]["current"] is True
+
+
+@pytest.mark.parametrize("name", ["protocol-1.0-anthropic", "protocol-1.0-openai-chat"])
+def test_every_request_is_the_protocols_own_under_a_budget_of_its_own(name: str) -> None:
+    """The same corpus, instructions, inputs and schema as the OpenAI series, request for
+    request (their frozen hashes agree), and none of its money."""
+    ours, protocol = (json.loads((ROOT / "experiments" / n / "experiment.json")
+                                 .read_text(encoding="utf-8"))
+                      for n in (name, "protocol-1.0"))
+    assert ours["parameters"] == protocol["parameters"]
+    assert [c["request_sha256"] for c in ours["schedule"]] == [
+        c["request_sha256"] for c in protocol["schedule"]]
+    assert ours["budget"]["id"] == name != protocol["budget"]["id"]
