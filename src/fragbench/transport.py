@@ -178,6 +178,16 @@ def key_from_env(env_var: str, provider: str, headers_var: str, unset: str | Non
     return key
 
 
+def usage_blocks(body: Any, *details: str) -> tuple[dict[str, Any], ...] | None:
+    """A response body's `usage` object and its named detail objects, each `{}` where absent or
+    not an object (so that its fields read as unknown, never as zero); None when the body
+    carries no usage."""
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    return (usage, *({} if not isinstance(d := usage.get(k), dict) else d for k in details))
+
+
 def whole(value: Any) -> int | None:
     """A token count from a response body: an integer, else None (unknown, never guessed; a
     JSON `true` is no count)."""

@@ -31,6 +31,7 @@ from fragbench.transport import (
     endpoint,
     key_from_env,
     no_redirects,
+    usage_blocks,
     whole,
 )
 
@@ -53,13 +54,10 @@ OPENAI_BASE_URL, when set, takes precedence over it, as the SDK's own default do
 
 def usage_from(body: dict[str, Any]) -> Usage | None:
     """Read the usage block; a field that is absent or not an integer is None (unknown)."""
-    usage = body.get("usage")
-    if not isinstance(usage, dict):
+    blocks = usage_blocks(body, "input_tokens_details", "output_tokens_details")
+    if blocks is None:
         return None
-    inp = usage.get("input_tokens_details")
-    out = usage.get("output_tokens_details")
-    inp = inp if isinstance(inp, dict) else {}
-    out = out if isinstance(out, dict) else {}
+    usage, inp, out = blocks
     return Usage(
         input_tokens=whole(usage.get("input_tokens")),
         cached_tokens=whole(inp.get("cached_tokens")),

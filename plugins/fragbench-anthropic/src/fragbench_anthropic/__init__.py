@@ -43,6 +43,7 @@ from fragbench.transport import (
     endpoint,
     key_from_env,
     no_redirects,
+    usage_blocks,
     whole,
 )
 
@@ -83,15 +84,14 @@ treats as a technical failure. A stop reason outside both tables is `unknown_sto
 
 def usage_from(body: dict[str, Any]) -> Usage | None:
     """The usage block in the core's terms; None where the body has none."""
-    usage = body.get("usage")
-    if not isinstance(usage, dict):
+    blocks = usage_blocks(body, "output_tokens_details")
+    if blocks is None:
         return None
+    usage, details = blocks
     uncached = whole(usage.get("input_tokens"))
     written = whole(usage.get("cache_creation_input_tokens"))
     read = whole(usage.get("cache_read_input_tokens"))
     parts = (uncached, written, read)
-    details = usage.get("output_tokens_details")
-    details = details if isinstance(details, dict) else {}
     return Usage(
         input_tokens=sum(p for p in parts if p is not None) if None not in parts else None,
         cached_tokens=read,

@@ -47,6 +47,7 @@ from fragbench.transport import (
     key_from_env,
     no_redirects,
     refuse_env_headers,
+    usage_blocks,
     whole,
 )
 
@@ -79,13 +80,10 @@ for the collector). A reason outside both is `unknown_finish_reason`."""
 
 def usage_from(body: dict[str, Any]) -> Usage | None:
     """The usage block in the core's terms; None where the body has none."""
-    usage = body.get("usage")
-    if not isinstance(usage, dict):
+    blocks = usage_blocks(body, "prompt_tokens_details", "completion_tokens_details")
+    if blocks is None:
         return None
-    prompt = usage.get("prompt_tokens_details")
-    completion = usage.get("completion_tokens_details")
-    prompt = prompt if isinstance(prompt, dict) else {}
-    completion = completion if isinstance(completion, dict) else {}
+    usage, prompt, completion = blocks
     return Usage(
         input_tokens=whole(usage.get("prompt_tokens")),
         cached_tokens=whole(prompt.get("cached_tokens")),
