@@ -240,6 +240,11 @@ class Ledger:
         else its whole reservation."""
         return self._total
 
+    @property
+    def records(self) -> int:
+        """How many records have been read and accepted, the budget's opening one included."""
+        return self._n + 1
+
     # Writing ---------------------------------------------------------------------------------
 
     def open(self, redactor: Redactor) -> Ledger:
