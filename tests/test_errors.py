@@ -105,7 +105,9 @@ CASES: dict[str, tuple[Mutation, str, str]] = {
         lambda ws: edit(config(ws), "top_ks = [1, 2]", "top_ks = [2]"),
         "config.toml", "main setting"),
     "missing pricing for a model backend": (
-        lambda ws: edit(config(ws), "[backends.openai.pricing]", "[pricing_elsewhere]"),
+        lambda ws: config(ws).write_text(re.sub(  # the whole table gone, no stray key left
+            r"\[backends\.openai\.pricing\].*?(?=\[backends\.extractive\])", "",
+            config(ws).read_text(encoding="utf-8"), flags=re.DOTALL), encoding="utf-8"),
         "config.toml", "pricing is missing"),
     "unknown backend parameter": (
         lambda ws: edit(config(ws), "store = false", "store = false\ntemperature = 0.2"),

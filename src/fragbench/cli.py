@@ -167,9 +167,12 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole plan, with the "
                                           "review below it, as JSON.")] = False,
 ) -> None:
-    """Print the schedule, reservations, balance and plan drift. Sends nothing.
+    """Print the schedule, reservations, endpoint, balance, ledger store and plan drift.
+    Sends nothing.
 
-    The drift: whether experiment.json is current, naming each changed file.
+    The endpoint: the one the backend would use and whether it is usable. The ledger store:
+    the folder that holds the budget's ledger, and how many records it holds there. The drift:
+    whether experiment.json is current, naming each changed file (a plugin's files included).
     """
     import json
 
@@ -187,14 +190,30 @@ def plan(
     for c, reserved in zip(doc["schedule"], info["reserved_usd"], strict=True):
         say(f"{c['seq']:>3}  {c['id']:<28} {' '.join(c['supplied_ids']):<20} "
             f"{c['request_bytes']:>5}  {reserved}")
+    end = info["endpoint"]
+    if end["usable"] is None:
+        say(f"endpoint: backend {info['backend']} states none (its plugin has no "
+            "check_environment).")
+    elif end["usable"]:
+        say(f"endpoint: {end['description']}")
+    else:
+        say(f"endpoint: NOT USABLE: {end['problem']}")
     if info["budget"] is None:
         say(f"backend {info['backend']} is not priced: it draws on no budget.")
     else:
-        b = info["budget"]
+        b, ledger = info["budget"], info["ledger"]
         say(f"total reservation {info['total_reservation_usd']} USD; budget {b['id']}: ceiling "
             f"{b['ceiling_usd']} - prior {b['prior_spend_usd']} - recorded series "
             f"{b['recorded_usd']} = balance {b['balance_usd']} USD (ledger {b['ledger']}); a "
             f"new series {'fits' if b['fits'] else 'DOES NOT FIT'}")
+        if ledger["exists"]:
+            say(f"ledger store {ledger['store']}: budget {b['id']} has {ledger['records']} "
+                f"records there ({ledger['series']} series); a store on another machine or "
+                "under another FRAGBENCH_LEDGER_DIR is not counted.")
+        else:
+            say(f"ledger store {ledger['store']}: no ledger for budget {b['id']} there yet (the "
+                "first run creates it); if this budget was spent from another store, set "
+                "FRAGBENCH_LEDGER_DIR to that folder before running.")
     frozen = info["frozen_plan"]
     if frozen["current"]:
         say(f"frozen plan {frozen['path']} is current.")
@@ -205,12 +224,17 @@ def plan(
 
 @app.command()
 def freeze(experiment: Annotated[Path, typer.Argument(help="Experiment folder.")]) -> None:
-    """Write experiment.json: every parameter, hash and planned request. Commit it."""
+    """Write experiment.json: every parameter, hash and planned request. Commit it.
+
+    A plan that is still current is left as it is, byte for byte."""
     from fragbench.config import load_experiment
     from fragbench.plan import freeze as do_freeze
 
-    path = do_freeze(load_experiment(experiment))
-    say(f"frozen plan written to {path}; commit it before collecting")
+    frozen = do_freeze(load_experiment(experiment))
+    if frozen.written:
+        say(f"frozen plan written to {frozen.path}; commit it before collecting")
+    else:
+        say(f"frozen plan {frozen.path} is current: left unchanged")
 
 
 @app.command()

@@ -2,11 +2,18 @@
 
 Validated at the boundary: a malformed config, a missing prompt or an unknown plugin name stops
 here with one sentence naming the file and the fault, before anything runs or is written.
+
+Every key is one fragbench reads: a key it does not know (a typo such as `repetitons`, or
+`top_k` under `[sensitivity]`) is refused, with the nearest known key, never ignored, since an
+ignored typo in a pre-registered plan silently becomes a default. The keys are listed below
+(`TOP_KEYS`, `TABLE_KEYS`, `PRICING_KEYS`, `PROMPT_KEYS`); a backend table's other keys are the
+backend's parameters, which its `check_params` refuses when it does not know them.
 """
 
 from __future__ import annotations
 
 import codecs
+import datetime
 import hashlib
 import json
 import re
@@ -21,8 +28,34 @@ from fragbench.columns import MONEY_DECIMALS
 from fragbench.corpus import Case, load_corpus
 from fragbench.errors import ConfigError, FragbenchError, PluginError
 from fragbench.interfaces import Contract
+from fragbench.suggest import unknown
 
 MODES = ("retrieval", "full")
+
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""A response body's size bound after decompression when the config sets none (4 MiB)."""
+MAX_RESPONSE_BYTES_RANGE = (64 * 1024, 64 * 1024 * 1024)
+"""What `max_response_bytes` may be set to (64 KiB to 64 MiB): below, a long answer with its
+usage would not fit; above, one hostile body could fill memory and the journal."""
+
+TOP_KEYS = ("id", "title", "design_date", "corpus", "languages", "variants", "modes",
+            "repetitions", "measures", "default_backend", "max_response_bytes", "retrieval",
+            "sensitivity", "prompts", "backends", "budget")
+"""The keys of a config's top level. `title` and `design_date` are for the reader: they are
+frozen with the config's hash, and change nothing else."""
+TABLE_KEYS = {
+    "retrieval": ("chunker", "scorer", "chunk_size", "top_k"),
+    "sensitivity": ("chunk_sizes", "top_ks"),
+    "budget": ("id", "ceiling_usd", "prior_spend_usd", "framing_tokens"),
+}
+PROMPTS_KEYS = ("schema", "schema_name")
+"""`[prompts]` holds these and one prompt file per language of `languages`."""
+BACKEND_KEYS = ("plugin", "pricing")
+"""A `[backends.<name>]` table's own keys; the others are the backend's parameters."""
+PRICING_KEYS = ("read_on", "tier", "models", "per_tokens", "input", "cached_input",
+                "cache_write", "output", "max_input_tokens")
+PROMPT_KEYS = ("instructions", "input", "sentence")
+"""The keys of a prompt file."""
 
 
 @attrs.frozen
@@ -104,6 +137,9 @@ class Experiment:
     backends: dict[str, BackendConfig]
     default_backend: str
     budget: Budget
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    """The largest response body a call accepts, after decompression: a larger one is a
+    technical failure, counted at its reservation (frozen in the plan)."""
 
     @property
     def settings(self) -> list[tuple[int, int]]:
@@ -174,6 +210,37 @@ class _Reader:
         return _Reader(self.path, self.get(key, dict), f"{self.prefix}{key}.")
 
 
+def _unknown_keys(path: Path, data: dict[str, Any]) -> None:
+    """Refuse, in one line naming the file, every key of a config that fragbench does not
+    read, each with the nearest known key (in its own table, else in another one: `chunk_size`
+    at the top level suggests `retrieval.chunk_size`). Runs before anything else is read, so
+    that a misspelt key is reported as such rather than as the correct key missing. The
+    `[prompts]` table, whose keys depend on `languages`, is checked when it is read."""
+    everywhere = [*TOP_KEYS, *(f"{t}.{k}" for t, keys in TABLE_KEYS.items() for k in keys),
+                  *(f"prompts.{k}" for k in PROMPTS_KEYS)]
+    found: list[str] = []
+
+    def check(table: Any, known: tuple[str, ...], prefix: str) -> None:
+        if isinstance(table, dict):
+            found.extend(unknown(k, known, prefix, everywhere) for k in table if k not in known)
+
+    check(data, TOP_KEYS, "")
+    for name, keys in TABLE_KEYS.items():
+        check(data.get(name), keys, f"{name}.")
+    backends = data.get("backends")
+    for name, table in backends.items() if isinstance(backends, dict) else ():
+        if isinstance(table, dict):
+            check(table.get("pricing"), PRICING_KEYS, f"backends.{name}.pricing.")
+    if found:
+        raise _refusal(path, found)
+
+
+def _refusal(path: Path, found: list[str]) -> ConfigError:
+    keys = "unknown key" if len(found) == 1 else "unknown keys"
+    return ConfigError(f"{path}: {keys} {'; '.join(found)}: fragbench reads no such key (an "
+                      "ignored typo would become a default); fix the config and run again.")
+
+
 def _read_toml(path: Path, error: type[FragbenchError]) -> tuple[dict[str, Any], bytes]:
     try:
         raw = path.read_bytes()
@@ -190,6 +257,9 @@ def _read_toml(path: Path, error: type[FragbenchError]) -> tuple[dict[str, Any],
 
 def _load_prompt(path: Path, lang: str) -> Prompt:
     data, raw = _read_toml(path, ConfigError)
+    extra = [unknown(k, PROMPT_KEYS) for k in data if k not in PROMPT_KEYS]
+    if extra:
+        raise _refusal(path, extra)
     reader = _Reader(path, data)
     prompt = Prompt(
         lang=lang,
@@ -293,8 +363,16 @@ def load_experiment(path: Path) -> Experiment:
         raise ConfigError(f"{config_path}: no such experiment config; point to an experiment "
                           "folder that holds config.toml.")
     data, raw = _read_toml(config_path, ConfigError)
+    _unknown_keys(config_path, data)
     base = config_path.parent
     r = _Reader(config_path, data)
+    r.text("title", None)
+    r.get("design_date", (str, datetime.date), None)
+    max_response_bytes = r.get("max_response_bytes", int, DEFAULT_MAX_RESPONSE_BYTES)
+    low, high = MAX_RESPONSE_BYTES_RANGE
+    if not low <= max_response_bytes <= high:
+        raise r.fail("max_response_bytes", f"must be between {low} and {high} bytes (64 KiB "
+                     f"and 64 MiB), got {max_response_bytes}")
 
     corpus_paths = [_resolve(base, p) for p in r.texts("corpus")]
     cases = load_corpus(corpus_paths)
@@ -331,6 +409,10 @@ def load_experiment(path: Path) -> Experiment:
         plugins.get("measure", name, where=f"{config_path}: measures")
 
     prompt_table = r.table("prompts")
+    extra = [unknown(k, (*PROMPTS_KEYS, *languages), "prompts.") for k in prompt_table.data
+             if k not in (*PROMPTS_KEYS, *languages)]
+    if extra:
+        raise _refusal(config_path, extra)
     prompts = {}
     for lang in languages:
         prompts[lang] = _load_prompt(_resolve(base, prompt_table.text(lang)), lang)
@@ -418,4 +500,5 @@ def load_experiment(path: Path) -> Experiment:
         backends=backends,
         default_backend=default_backend,
         budget=budget,
+        max_response_bytes=max_response_bytes,
     )

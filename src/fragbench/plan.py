@@ -3,7 +3,11 @@
 `build_plan` computes the plan from the files and code as they are now; `freeze` writes it to
 `experiment.json`; `verify` recomputes it and refuses when anything differs from what was
 frozen. Only the `recorded` block (when it was frozen, on which Python) is left out of the
-comparison.
+comparison, and freezing a plan that is still current leaves the file as it is, byte for byte.
+
+The code is part of the plan: every plugin it uses is recorded with its distribution, version
+and the sha256 of each of its files (`code_sha256`: see `fragbench.plugins.code_files`), so a
+plugin whose code changed while its version did not is refused, naming the file.
 """
 
 from __future__ import annotations
@@ -201,7 +205,8 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
         "tokenization": text.TOKENIZATION_RULE,
         "stopwords": {lang: list(words) for lang, words in text.STOPWORDS.items()},
         "plugins": [{"kind": kind, "name": name, "origin": reg.entry(kind, name).origin,
-                     "version": reg.entry(kind, name).version} for kind, name in used_plugins],
+                     "version": reg.entry(kind, name).version}
+                    for kind, name in used_plugins],
         "packages": packages,
         "backends": {name: _backend_doc(b) for name, b in experiment.backends.items()},
         "default_backend": experiment.default_backend,
@@ -227,14 +232,32 @@ def dumps(plan: dict[str, Any]) -> str:
     return json.dumps(plan, ensure_ascii=False, indent=2) + "\n"
 
 
-def freeze(experiment: Experiment) -> Path:
-    """Write experiment.json, atomically (a crash leaves the old file or the new one)."""
+@attrs.frozen
+class Frozen:
+    path: Path
+    written: bool
+    """False when the plan frozen there was still current: the file was left untouched."""
+
+
+def freeze(experiment: Experiment) -> Frozen:
+    """Write experiment.json, atomically (a crash leaves the old file or the new one).
+
+    Idempotent: when the file already holds this very plan (its `recorded` block aside), it is
+    left byte for byte as it was, so its hash, which each series records, stays the same; a
+    changed plan is written whole with a new `recorded` block."""
     plan = build_plan(experiment)
+    path = plan_path(experiment)
+    if path.is_file():
+        try:
+            current = not drift(_read_frozen(path), plan, experiment.dir)
+        except PlanMismatch:  # unreadable: replaced by the plan as it is now
+            current = False
+        if current:
+            return Frozen(path, written=False)
     plan["recorded"] = {"frozen_at": datetime.now(UTC).isoformat(timespec="seconds"),
                         "python": platform.python_version()}
-    path = plan_path(experiment)
     write_text_atomically(path, dumps(plan))
-    return path
+    return Frozen(path, written=True)
 
 
 def _first_difference(old: Any, new: Any, where: str = "") -> str | None:
@@ -283,16 +306,7 @@ def differences(frozen: Any, now: dict[str, Any], base: Path | None = None) -> l
             found.append(f"package {name} is {now['packages'].get(name, 'not recorded')}, the "
                          f"plan froze {old_packages.get(name, 'nothing')}")
 
-    def plugins(plan: dict[str, Any]) -> dict[str, str]:
-        entries = plan.get("plugins") if isinstance(plan.get("plugins"), list) else []
-        return {f"{p.get('kind')} {p.get('name')}": f"{p.get('origin')} {p.get('version')}"
-                for p in entries if isinstance(p, dict)}
-
-    old_plugins, new_plugins = plugins(frozen), plugins(now)
-    for name in list(new_plugins) + [n for n in old_plugins if n not in new_plugins]:
-        if old_plugins.get(name) != new_plugins.get(name):
-            found.append(f"plugin {name} is {new_plugins.get(name, 'not used')}, the plan froze "
-                         f"{old_plugins.get(name, 'none')}")
+    found += _plugin_differences(frozen, now)
     sections = [key for key in list(now) + [k for k in frozen if k not in now]
                 if key not in ("files", "packages", "plugins", "recorded")
                 and frozen.get(key) != now.get(key)]
@@ -304,6 +318,41 @@ def differences(frozen: Any, now: dict[str, Any], base: Path | None = None) -> l
             found.append(f"{key} differs (at {where})")
     if not found and frozen != now:  # e.g. a file entry whose role alone changed
         found.append(f"the plan differs (at {_first_difference(frozen, now)})")
+    return found
+
+
+def _plugin_differences(frozen: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """Each plugin whose distribution or version differs, else each of its files whose hash
+    differs (by its path in the package), in words."""
+    def plugins(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        entries = plan.get("plugins") if isinstance(plan.get("plugins"), list) else []
+        return {f"{p.get('kind')} {p.get('name')}": p for p in entries if isinstance(p, dict)}
+
+    def release(entry: dict[str, Any] | None) -> str | None:
+        return None if entry is None else f"{entry.get('origin')} {entry.get('version')}"
+
+    found = []
+    old_plugins, new_plugins = plugins(frozen), plugins(now)
+    for name in list(new_plugins) + [n for n in old_plugins if n not in new_plugins]:
+        old, new = old_plugins.get(name), new_plugins.get(name)
+        if old is None or new is None or release(old) != release(new):
+            found.append(f"plugin {name} is {release(new) or 'not used'}, the plan froze "
+                         f"{release(old) or 'none'}")
+            continue
+        old_code, new_code = old.get("code_sha256"), new.get("code_sha256")
+        if old_code == new_code:
+            continue
+        who = f"plugin {name} ({release(new)})"
+        if not isinstance(old_code, dict) or not isinstance(new_code, dict):
+            found.append(f"{who}: the plan froze no hash of its code")
+            continue
+        for file in list(old_code) + [f for f in new_code if f not in old_code]:
+            if file not in new_code:
+                found.append(f"{who}: file {file} is gone since the plan was frozen")
+            elif file not in old_code:
+                found.append(f"{who}: file {file} is new since the plan was frozen")
+            elif old_code[file] != new_code[file]:
+                found.append(f"{who}: file {file} changed since the plan was frozen")
     return found
 
 
@@ -345,10 +394,39 @@ def verify(experiment: Experiment) -> tuple[dict[str, Any], list[PlannedCall], A
     return frozen, calls, table
 
 
+def endpoint(cfg: BackendConfig) -> dict[str, Any]:
+    """What a backend says of the endpoint it would use, sending nothing: its
+    `check_environment(params)` (optional) returns a one-line description, or raises a
+    FragbenchError saying why it is not usable. `usable` is None when the backend has no such
+    method; a plugin that fails otherwise is shown as not usable, naming the plugin."""
+    from fragbench.errors import FragbenchError, first_line
+
+    backend = registry().get("backend", cfg.plugin)
+    check = getattr(backend, "check_environment", None)
+    if not callable(check):
+        return {"usable": None, "description": None, "problem": None}
+    try:
+        said = check(dict(cfg.params))
+    except FragbenchError as exc:
+        return {"usable": False, "description": None, "problem": first_line(exc)}
+    except Exception as exc:  # a plugin's bug: shown in one line naming it, never a traceback
+        return {"usable": False, "description": None,
+                "problem": f"{describe('backend', backend)} failed: {type(exc).__name__}: "
+                           f"{first_line(exc)}; fix or uninstall that plugin"}
+    if not isinstance(said, str) or not said.strip():
+        return {"usable": False, "description": None,
+                "problem": f"{describe('backend', backend)} returned {type(said).__name__} "
+                           "from check_environment(), not a one-line description; fix or "
+                           "uninstall that plugin"}
+    return {"usable": True, "description": said.strip().splitlines()[0], "problem": None}
+
+
 def review(experiment: Experiment, backend: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The plan as the files give it now, and what a person reviews before a run: one backend's
-    reservations, the budget's balance from its ledger, and whether the frozen plan is
-    current (naming what changed)."""
+    reservations and endpoint (`endpoint`), the budget's balance from its ledger, where that
+    ledger is kept and how many records it holds (`ledger`: a budget spent from two stores is
+    counted twice, so the store is shown), and whether the frozen plan is current (naming
+    what changed). Reads only: sends nothing, creates no ledger."""
     from fragbench.budget import balance
     from fragbench.errors import UsageError
     from fragbench.ledger import Ledger, ledger_path
@@ -362,15 +440,18 @@ def review(experiment: Experiment, backend: str | None) -> tuple[dict[str, Any],
     doc = build_plan(experiment, calls)
     reserved = [call_reservation(c, cfg, experiment) for c in calls]
     total = sum(reserved, Decimal(0))
-    budget_info = None
+    budget_info = ledger_info = None
     if cfg.pricing is not None:
         b = experiment.budget
         path = ledger_path(b.id)
-        recorded = Ledger(path, b).load().spent()
+        ledger = Ledger(path, b).load()
+        recorded = ledger.spent()
         left = balance(b, recorded)
         budget_info = {"id": b.id, "ceiling_usd": usd(b.ceiling_usd),
                        "prior_spend_usd": usd(b.prior_spend_usd), "recorded_usd": usd(recorded),
                        "balance_usd": usd(left), "fits": total <= left, "ledger": str(path)}
+        ledger_info = {"store": str(path.parent), "path": str(path), "exists": path.exists(),
+                       "records": ledger.records, "series": len(ledger.series)}
     path = plan_path(experiment)
     if not path.exists():
         frozen_info = {"path": str(path), "current": False,
@@ -380,5 +461,6 @@ def review(experiment: Experiment, backend: str | None) -> tuple[dict[str, Any],
         frozen_info = {"path": str(path), "current": not found, "differences": found}
     info = {"backend": name, "draws_on_budget": cfg.pricing is not None,
             "reserved_usd": [usd(r) for r in reserved], "total_reservation_usd": usd(total),
-            "budget": budget_info, "frozen_plan": frozen_info}
+            "endpoint": endpoint(cfg), "budget": budget_info, "ledger": ledger_info,
+            "frozen_plan": frozen_info}
     return doc, info

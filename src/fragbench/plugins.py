@@ -4,17 +4,22 @@ Built-in plugins are modules registered exactly like third-party ones: through t
 `hookspecs`. Third-party plugins are found through the `fragbench` entry-point group.
 `FRAGBENCH_LOAD_PLUGINS` (a comma-separated list of distribution names; empty for none) limits
 which third-party plugins load. `FRAGBENCH_TRACE_HOOKS=1` prints every hook call to stderr.
+
+`code_sha256` identifies a plugin's code by content, for the frozen plan: a plugin whose code
+changed while its version did not is a different plugin.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import importlib.metadata
 import os
 import sys
 import tomllib
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import attrs
@@ -166,6 +171,72 @@ def registry() -> Registry:
 
             impl.function(register=register)
     return Registry(entries)
+
+
+def _module_name(obj: Any) -> str:
+    """The module that defines a registered object (its class's, for an instance)."""
+    if isinstance(obj, ModuleType):
+        return obj.__name__
+    name = getattr(obj, "__module__", None)
+    return name if isinstance(name, str) else type(obj).__module__
+
+
+def code_files(kind: str, obj: Any) -> dict[str, Path]:
+    """The files that make up a registered object's code, by their path relative to the folder
+    that holds its top-level package (`fragbench_x/__init__.py`: the same on every machine).
+
+    - Third-party code: every file of the top-level package of the module that defines the
+      object (the folder, wherever it is installed: site-packages for a wheel, the source tree
+      for an editable install), except `__pycache__` folders and compiled `.pyc`/`.pyo`
+      files; a plugin that is a single module, that module's file.
+    - fragbench's own code (the built-in plugins): the one module file that defines the
+      object, since the rest of the core is identified by fragbench's version, which the plan
+      records with the other packages.
+
+    PluginError, naming the plugin, when the code has no files on disk to read.
+    """
+    module_name = _module_name(obj)
+    top = module_name.partition(".")[0]
+    try:
+        module = importlib.import_module(module_name if top == "fragbench" else top)
+    except Exception as exc:  # the object exists, so this is a plugin that hides its module
+        raise PluginError(f"{describe(kind, obj)}: its module {module_name} cannot be imported "
+                          f"({type(exc).__name__}); fix or uninstall that plugin.") from None
+    folders = [] if top == "fragbench" else list(getattr(module, "__path__", None) or [])
+    found: dict[str, Path] = {}
+    if folders:
+        for folder in map(Path, folders):
+            for where, dirs, files in os.walk(folder):
+                dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+                for name in files:
+                    if not name.endswith((".pyc", ".pyo")):
+                        path = Path(where) / name
+                        found[path.relative_to(folder.parent).as_posix()] = path
+    else:
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and Path(file).is_file():
+            path = Path(file)
+            depth = module.__name__.count(".") + (path.name == "__init__.py")
+            found[path.relative_to(path.parents[depth]).as_posix()] = path
+    if not found:
+        raise PluginError(f"{describe(kind, obj)}: its code (module {module_name}) has no files "
+                          "on disk, so the plan cannot record it; install it as a package "
+                          "(docs/plugins.md).")
+    return dict(sorted(found.items()))
+
+
+def code_sha256(kind: str, obj: Any) -> dict[str, str]:
+    """The sha256 of each of `code_files`, by relative path, sorted: what the frozen plan
+    records of a plugin's code, so that a change names the file."""
+    digests = {}
+    for name, path in code_files(kind, obj).items():
+        try:
+            with path.open("rb") as fh:
+                digests[name] = hashlib.file_digest(fh, "sha256").hexdigest()
+        except OSError as exc:
+            raise PluginError(f"{describe(kind, obj)}: {path} cannot be read ({exc.strerror}); "
+                              "fix or reinstall that plugin.") from None
+    return digests
 
 
 @attrs.frozen
