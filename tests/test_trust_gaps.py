@@ -140,8 +140,10 @@ def seed_series(out: Path, name: str, files: dict[str, str]) -> Path:
     return series_dir
 
 
-HEADER = json.dumps({"type": "header", "series": "openai", "series_uid": "u1"}) + "\n"
-RESERVE = json.dumps({"type": "reserve", "call_id": "x", "seq": 1, "reserved_usd": "0.09"}) + "\n"
+AT = "2026-10-08T12:00:00.000+00:00"
+HEADER = json.dumps({"at": AT, "type": "header", "series": "openai", "series_uid": "u1"}) + "\n"
+RESERVE = json.dumps({"at": AT, "type": "reserve", "call_id": "x", "seq": 1,
+                      "reserved_usd": "0.09"}) + "\n"
 
 
 @pytest.mark.parametrize("left", ["an empty folder", "killed before its journal header",

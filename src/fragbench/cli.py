@@ -3,8 +3,12 @@
 Imports of the library (Polars, the SDKs) happen inside the commands, so `fragbench --help`
 stays fast. Usage errors and the errors a user can cause print in one style, one line
 `fragbench: ...`, and the exit code tells them apart (`fragbench.errors`: 2 usage, 3 series
-stopped, 4 refused, 1 internal error, which keeps its traceback). Everything printed goes
-through the same redaction as everything written.
+stopped, 4 refused, 1 internal error, which keeps its traceback, 128 + N interrupted by signal
+N). Everything printed goes through the same redaction as everything written, and printing is
+best effort (`fragbench.progress.emit`): a closed stdout or stderr (`| head`, a terminal that
+closed) changes nothing a command does or records. `--version` prints the installed
+distribution's version; `--install-completion` and `--show-completion` are Typer's shell
+completion.
 """
 
 from __future__ import annotations
@@ -40,11 +44,15 @@ def _redactor_for(secrets: tuple[str, ...]) -> Redactor:
 
 
 def say(text: str) -> None:
-    typer.echo(_redactor().text(text))
+    from fragbench.progress import emit
+
+    emit(_redactor().text(text))
 
 
 def _err(message: str) -> None:
-    typer.echo(_redactor().text(f"fragbench: {message}"), err=True)
+    from fragbench.progress import emit
+
+    emit(_redactor().text(f"fragbench: {message}"), err=True)
 
 
 def _exit(code: int) -> None:
@@ -96,9 +104,24 @@ app = typer.Typer(
     cls=_Group,
     help="Pre-registered, budget-safe retrieval benchmarking (protocol 1.0).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from fragbench import __version__
+
+        say(f"fragbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="Print the installed fragbench version and exit.")] = False) -> None:
+    """Pre-registered, budget-safe retrieval benchmarking (protocol 1.0)."""
 
 
 @app.command()
@@ -249,33 +272,83 @@ def run(
     out: Annotated[Path, typer.Option(help="Outputs root; series go in OUT/<experiment>/"
                                       "<series>.")] = Path("outputs"),
 ) -> None:
-    """Verify the frozen plan, then record retrieval and collect a series. Never prompts."""
+    """Verify the frozen plan, then record retrieval and collect a series. Never prompts.
+
+    Ctrl-C (or SIGTERM, or SIGHUP) starts no new call, waits for the call in flight and
+    records it, and ends the series as interrupted, with its tables and report (exit 130, 143,
+    129); a second one abandons that wait (the call stays counted at its reservation).
+    """
     from fragbench.budget import usd
     from fragbench.errors import EXIT_STOPPED
+    from fragbench.interruption import Interruption, on_signals
     from fragbench.progress import Reporter
     from fragbench.run import run as do_run
 
-    with Reporter(_redactor()) as reporter:
+    interruption = Interruption()
+    with on_signals(interruption), Reporter(_redactor()) as reporter:
         result = do_run(experiment, series=series, backend=backend, out=out,
-                        on_progress=reporter.update, say=reporter.phase)
+                        on_progress=reporter.update, say=reporter.phase,
+                        interruption=interruption)
+    where = result.series_dir
     kind = "" if result.is_model else ": a non-model baseline, not a model's result"
-    say(f"series {result.series_dir.name}: backend {result.label}{kind}")
+    say(f"series {where.name}: backend {result.label}{kind}")
     say(f"{result.sent} of {result.calls} calls sent; spent {usd(result.spent_usd)} USD")
     if result.tables_error is None:
-        say(f"outputs in {result.series_dir}; report: {result.series_dir / 'report.md'} and "
-            f"{result.series_dir / 'report.html'}")
-    if result.stop and result.stop.unrecorded:
-        _err(f"unrecorded outcome of call {result.stop.seq} (paid for, kept here since it "
-             f"could not be written): {result.stop.unrecorded}")
+        say(f"outputs in {where}; report: {where / 'report.md'} and {where / 'report.html'}")
+        say(_citations_line(result.citations, where / "report.html"))
+    stop = result.stop
+    if stop and stop.unrecorded:
+        _err(f"unrecorded outcome of call {stop.seq} (paid for, kept here since it "
+             f"could not be written): {stop.unrecorded}")
     if result.tables_error is not None:
         _err(result.tables_error + ".")
-    if result.stop:
-        _err(f"series stopped at call {result.stop.seq} ({result.stop.call_id}): "
-             f"{result.stop.reason}: {result.stop.detail}. It is final; see the README, "
-             "'after a stop'.")
+    if stop and stop.reason == "interrupted":
+        _err(_interrupted_line(result, interruption))
+        raise typer.Exit(interruption.exit_code)
+    if stop and result.sent_nothing:
+        _err(f"series stopped at call {stop.seq} ({stop.call_id}): {stop.reason}: "
+             f"{stop.detail}. Nothing left this machine, so the series is not used up: fix "
+             f"what the line says and run again with the same --series {where.name} (its "
+             "folder is cleared and collected anew).")
+        raise typer.Exit(EXIT_STOPPED)
+    if stop:
+        _err(f"series stopped at call {stop.seq} ({stop.call_id}): {stop.reason}: "
+             f"{stop.detail}. It is final; `fragbench measure {where}` rebuilds its tables; "
+             "see the README, 'after a stop'.")
         raise typer.Exit(EXIT_STOPPED)
     if result.tables_error is not None:
         raise typer.Exit(EXIT_STOPPED)
+
+
+def _citations_line(counts: dict[str, int] | None, page: Path) -> str:
+    """The run's last line: citation outcomes (exact level), then the evidence page."""
+    if counts is None:
+        return f"evidence, call by call: {page}"
+    valid = counts.get("valid", 0)
+    invalid = {r: n for r, n in counts.items() if r != "valid"}
+    why = f" ({', '.join(f'{n} {r}' for r, n in invalid.items())})" if invalid else ""
+    return (f"citations: {valid} valid, {sum(invalid.values())} invalid{why}; evidence, call "
+            f"by call: {page}")
+
+
+def _interrupted_line(result: Any, interruption: Any) -> str:
+    """What an interruption kept, and what to do next."""
+    stop, where = result.stop, result.series_dir
+    if result.sent_nothing:
+        return (f"interrupted ({interruption.name}) before the first call: nothing was sent; "
+                f"run again with the same --series {where.name} to collect it.")
+    done = stop.seq - 1
+    kept = ("no call" if done == 0 else "call 1" if done == 1 else f"calls 1-{done}") + \
+        " recorded"
+    if stop.abandoned:
+        kept += (f"; call {stop.seq} was abandoned in flight and stays counted at its "
+                 "reservation")
+    tables = "" if result.tables_error else ", with its tables and report"
+    return (f"interrupted ({interruption.name}) at call {stop.seq} of {result.calls}: {kept}. "
+            f"Series {where.name} is final, as interrupted{tables} (`fragbench measure "
+            f"{where}` rebuilds them); to collect again, run a new series (--series "
+            f"{where.name}-2): it collects every planned call, and its budget check counts what "
+            "this one spent.")
 
 
 @app.command()
@@ -291,7 +364,12 @@ def measure(
     require_series(series_dir)
     tables = derive_tables(series_dir, tuple(diagnostic or ()))
     report = write_report(series_dir, tables)
-    say(f"{len(tables)} tables and {report.name} rebuilt in {series_dir}")
+    from fragbench.report import FIGURES_DIR
+    from fragbench.report_html import REPORT_HTML
+
+    figures = series_dir / FIGURES_DIR
+    drawn = " and the figures" if figures.is_dir() and any(figures.iterdir()) else ""
+    say(f"{len(tables)} tables, {report.name}, {REPORT_HTML}{drawn} rebuilt in {series_dir}")
 
 
 @app.command()

@@ -27,6 +27,18 @@ on. A call with no known cost (every technical failure, every unknown cost) stay
 whole reservation, or more when a possible usage at the frozen rates shows more (another service
 tier); an impossible usage is never priced. A request that provably never left the machine
 (`BackendFailure.never_sent`) is counted at zero.
+
+Interrupted (an `Interruption` requested: a signal in the CLI): no call starts after the
+request; the call in flight is awaited, within its backend's deadline, and recorded as any
+other; then the series stops with reason `interrupted`, at the first call not sent. A second
+request abandons the wait: that call stays counted at its reservation with no outcome, and the
+stop names it. Progress reports are best effort: an OSError from `on_progress` (a closed
+terminal or pipe) is ignored and changes nothing that is recorded.
+
+Record first, then look: a session that offers `on_body` (`fragbench.transport.SDKSession`)
+hands each response's body, as it arrived, to the collector before anything parses it; the
+collector journals it (`received`: call_id, seq, http_status, raw) and fsyncs it. If that write
+fails the series stops as cannot_record, and the body is printed instead.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -45,6 +58,7 @@ from fragbench.columns import ANSWERED
 from fragbench.config import BackendConfig, Budget
 from fragbench.errors import FragbenchError
 from fragbench.interfaces import SNAPSHOT, BackendFailure, Reply, Session, Usage
+from fragbench.interruption import Interruption
 from fragbench.journal import Journal
 from fragbench.ledger import Ledger
 from fragbench.plan import PlannedCall
@@ -53,14 +67,39 @@ from fragbench.plan import PlannedCall
 @attrs.frozen
 class Stop:
     reason: str
-    """technical_failure, changed_model, unknown_cost, budget, or cannot_record (a write to the
-    journal or the ledger failed, e.g. a full disk)."""
+    """technical_failure, changed_model, unknown_cost, budget, interrupted (a signal, or the
+    caller's `Interruption`), or cannot_record (a write to the journal or the ledger failed,
+    e.g. a full disk)."""
     detail: str
     call_id: str
     seq: int
+    """The call it stopped at: the first call not sent, or the call whose wait was abandoned."""
     unrecorded: str | None = None
     """An outcome that was paid for but could not be written (redacted JSON): printed instead,
     so that it is not lost."""
+    abandoned: bool = False
+    """The call `seq` was left in flight (a second interruption): it has a reservation and no
+    outcome, and its session may still be using its connection. Not recorded."""
+
+
+NOT_RECORDED = ("unrecorded", "abandoned")
+"""Stop fields that are said, never written in the `stop` record."""
+
+POLL_SECONDS = 0.1
+"""How often the wait for a call in flight looks at the interruption (a signal does not end
+the wait itself: its handler only sets a flag)."""
+
+
+class _Abandoned(Exception):
+    """A second interruption gave up the wait for the call in flight."""
+
+
+class _NotRecorded(Exception):
+    """A response body arrived and could not be journaled."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 @attrs.frozen
@@ -194,28 +233,42 @@ def collect(
     book: BudgetBook | None,
     on_progress: Callable[[Progress], None] = lambda p: None,
     input_bounds: dict[int, int] | None = None,
+    interruption: Interruption | None = None,
+    notice: Callable[[str], None] = lambda line: None,
 ) -> Stop | None:
     """Run the calls; return why the series stopped, or None when every call went.
 
     `input_bounds` (seq -> the request's UTF-8 bytes plus the framing tokens) bounds the input
-    tokens a call can report; a usage above it is impossible.
+    tokens a call can report; a usage above it is impossible. `interruption`, when requested,
+    stops the series (module docstring); `notice` receives one line when a request arrives
+    while a call is in flight (what is awaited, and how to abandon it).
     """
     state = _Collection(calls, reservations, session, backend, journal, book, on_progress,
-                        input_bounds or {})
+                        input_bounds or {}, interruption or Interruption(), notice)
     try:
         return state.run()
     except (OSError, FragbenchError) as exc:  # a full disk, a ledger that became unusable
         return state.cannot_record(exc)
+    except _NotRecorded as exc:  # a body that arrived and could not be journaled
+        return state.cannot_record(exc.cause)
 
 
 class _Collection:
     def __init__(self, calls: list[PlannedCall], reservations: dict[int, Decimal],
                  session: Session, backend: BackendConfig, journal: Journal,
                  book: BudgetBook | None, on_progress: Callable[[Progress], None],
-                 input_bounds: dict[int, int]) -> None:
+                 input_bounds: dict[int, int], interruption: Interruption,
+                 notice: Callable[[str], None]) -> None:
         self.calls, self.reservations, self.session = calls, reservations, session
         self.backend, self.journal, self.book = backend, journal, book
         self.on_progress, self.input_bounds = on_progress, input_bounds
+        self.interruption, self.notice = interruption, notice
+        self.receiving = threading.Lock()
+        """Held while a `received` record is written from the thread the session calls back
+        in, and while the collector stops listening, so that no late write follows."""
+        self.listening: PlannedCall | None = None
+        """The call whose body may still be journaled: only while the collector waits for it."""
+        self.unreceived: tuple[dict[str, Any], BaseException] | None = None
         self.snapshot = backend.contract.snapshot if backend.contract is not None else SNAPSHOT
         self.spent_here = Decimal(0)
         self.current: PlannedCall | None = None
@@ -247,15 +300,20 @@ class _Collection:
     def stop_here(self, stop: Stop) -> Stop:
         stop = attrs.evolve(stop, detail=self.journal.redactor.text(stop.detail))  # printed too
         self.journal.append({"type": "stop", **attrs.asdict(stop, filter=lambda a, v:
-                                                               a.name != "unrecorded")})
+                                                               a.name not in NOT_RECORDED)})
         return stop
 
-    def cannot_record(self, exc: OSError | FragbenchError) -> Stop:
+    def cannot_record(self, exc: BaseException) -> Stop:
+        self.give_up()
         call = self.current or self.calls[0]
-        if isinstance(exc, OSError):
-            cause = f"cannot write {exc.filename or exc} ({exc.strerror or exc})"
-        else:
+        if isinstance(exc, OSError) and exc.filename and exc.strerror:
+            cause = f"cannot write {exc.filename} ({exc.strerror})"
+        elif isinstance(exc, OSError):
+            cause = f"cannot write ({exc.strerror or exc})"
+        elif isinstance(exc, FragbenchError):
             cause = str(exc).rstrip(".")
+        else:
+            cause = f"cannot record ({type(exc).__name__}: {exc})"
         detail = (f"{cause}; nothing more was sent, and a call already sent stays counted at "
                   "its reservation")
         unrecorded = None
@@ -270,8 +328,95 @@ class _Collection:
 
     def progress(self, call: PlannedCall, status: str) -> None:
         # Printed as it came: whoever prints it redacts it (the CLI's reporter), as it redacts
-        # every line it prints.
-        self.on_progress(_progress(call, len(self.calls), status, self.spent_here, self.book))
+        # every line it prints. Best effort: a closed terminal or pipe stops no collection.
+        with contextlib.suppress(OSError):
+            self.on_progress(_progress(call, len(self.calls), status, self.spent_here,
+                                       self.book))
+
+    # The call in flight ------------------------------------------------------------------------
+
+    def receiver(self, call: PlannedCall) -> Callable[[str, int], None]:
+        """The session's `on_body` for `call`: journal the body as it arrived (redacted,
+        fsync'ed) before anything parses it. A write that fails is remembered, since the
+        session turns whatever its callback raises into a failure of its own."""
+        def received(raw: str, http_status: int) -> None:
+            with self.receiving:
+                if self.listening is not call:  # a body after its call was given up
+                    return
+                record = {"type": "received", "call_id": call.id, "seq": call.seq,
+                          "http_status": http_status, "raw": raw}
+                try:
+                    self.journal.append(record)
+                except BaseException as exc:
+                    self.unreceived = (record, exc)
+                    raise
+        return received
+
+    def give_up(self) -> None:
+        """No `received` record is written from now on (until the next call is sent): a
+        session may call back after it returned (a worker left running at its deadline), and
+        the journal may be closing."""
+        with self.receiving:
+            self.listening = None
+
+    def send(self, call: PlannedCall) -> Reply:
+        """The session's answer to `call`, sent from a thread of its own, so that the wait
+        here can look at the interruption; _Abandoned when a second request gives it up."""
+        if hasattr(self.session, "on_body"):
+            self.session.on_body = self.receiver(call)
+        self.unreceived = None
+        with self.receiving:
+            self.listening = call
+        outcome: list[tuple[bool, Any]] = []
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                outcome.append((True, self.session.send(call.request)))
+            except BaseException as exc:  # handed to the collector, which decides
+                outcome.append((False, exc))
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name=f"fragbench-call-{call.seq}", daemon=True).start()
+        told = False
+        while not done.wait(POLL_SECONDS):
+            interruption = self.interruption
+            if interruption.abandon:
+                self.give_up()
+                raise _Abandoned
+            if interruption.requested and not told:
+                told = True
+                timeout = getattr(self.session, "timeout", None)
+                deadline = f" (its deadline: {timeout:g} s)" if isinstance(
+                    timeout, int | float) else ""
+                self.notice(f"{interruption.name}: no new call will start; waiting for the "
+                            f"answer to call {call.seq}/{len(self.calls)}, already sent and "
+                            f"paid for, to record it{deadline}; {interruption.again} to "
+                            "abandon it (it then stays counted at its reservation)")
+        self.give_up()
+        if self.unreceived is not None:
+            self.pending, cause = self.unreceived
+            raise _NotRecorded(cause)
+        succeeded, value = outcome[0]
+        if succeeded:
+            return value  # type: ignore[no-any-return]
+        raise value
+
+    def interrupted(self, index: int) -> Stop:
+        """The stop before call `index` (0-based), which no interruption lets start."""
+        call = self.calls[index]
+        kept = (f"calls 1-{index} recorded" if index > 1 else
+                "call 1 recorded" if index == 1 else "no call was sent")
+        return self.stop_here(Stop(
+            "interrupted", f"{self.interruption.name} received: no call started after it "
+            f"({kept})", call.id, call.seq))
+
+    def abandoned(self, call: PlannedCall) -> Stop:
+        return self.stop_here(Stop(
+            "interrupted", f"{self.interruption.name} received twice: the wait for call "
+            f"{call.seq}'s answer was abandoned; it stays counted at its reservation",
+            call.id, call.seq, abandoned=True))
 
     def run(self) -> Stop | None:
         contract = self.backend.contract
@@ -280,6 +425,8 @@ class _Collection:
         calls, book = self.calls, self.book
         for index, call in enumerate(calls):
             self.current = call
+            if self.interruption.requested:
+                return self.interrupted(index)
             reserved = self.reservations[call.seq]
             reserve = {"type": "reserve", "call_id": call.id, "seq": call.seq,
                        "reserved_usd": usd(reserved)}
@@ -298,7 +445,11 @@ class _Collection:
                     book.append_locked(reserve)  # under the same lock as the check
                 self.journal.append(reserve)
             try:
-                reply = self.session.send(call.request)
+                reply = self.send(call)
+            except _Abandoned:
+                return self.abandoned(call)
+            except _NotRecorded:
+                raise
             except Exception as exc:  # any failure to get a usable response is technical
                 return self.failed(call, reserved, exc)
             stop = self.answered(call, reserved, reply, expected_model, first_model)

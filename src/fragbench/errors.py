@@ -10,6 +10,13 @@ The CLI prints every error as one line, `fragbench: <what, and what to do>`, and
   cost, budget, or a write that failed); what was recorded is kept.
 - 4: refused, an input, file or environment is unusable (corpus, config, frozen plan, budget,
   ledger, series folder, key); nothing was sent.
+- 128 + the signal's number: interrupted by a signal, as shells report it: 130 for SIGINT
+  (Ctrl-C), 143 for SIGTERM, 129 for SIGHUP (the terminal closed). `run` then starts no new
+  call, waits for the call in flight (within its deadline) and records its outcome, and ends
+  the series as `interrupted` (a `stop` record with reason `interrupted`, its tables and
+  report); a second signal abandons the wait, and that call stays counted at its reservation.
+  A signal before the series folder exists writes nothing. These codes, not 3, so that a
+  script or a shell loop sees that the user stopped the run, as for any other command.
 
 Anything else that escapes is our bug and keeps its traceback.
 """
@@ -20,6 +27,13 @@ EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_STOPPED = 3
 EXIT_REFUSED = 4
+EXIT_SIGNAL_BASE = 128
+"""Interrupted by signal N: exit 128 + N (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
+
+
+def interrupted_exit(signum: int) -> int:
+    """The exit code of a run interrupted by signal `signum`."""
+    return EXIT_SIGNAL_BASE + signum
 
 
 class FragbenchError(Exception):
@@ -52,6 +66,14 @@ class BudgetError(FragbenchError):
 
 class SeriesError(FragbenchError):
     """A series cannot be (re)written: it exists, it stopped, or it is unreadable."""
+
+
+class Interrupted(FragbenchError):
+    """A signal (or a caller's `Interruption`) stopped a command before it wrote anything."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class PluginError(FragbenchError):

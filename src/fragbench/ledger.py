@@ -26,6 +26,7 @@ read, so a call's bookkeeping does not grow with the ledger.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -64,6 +65,16 @@ def ledger_dir() -> Path:
 
 def ledger_path(budget_id: str) -> Path:
     return ledger_dir() / f"{budget_id}.jsonl"
+
+
+STORE_HELP = (f"set {LEDGER_ENV} (an absolute path) to use another store; without it the "
+              "store is $XDG_DATA_HOME/fragbench/ledgers, else ~/.local/share/fragbench/ledgers")
+"""How to point at another ledger store, for the lines that name the store."""
+
+
+def _why(exc: OSError) -> str:
+    """An OSError's reason, once (its message when it has no strerror)."""
+    return exc.strerror or str(exc)
 
 
 def _line_hash(line: bytes) -> str:
@@ -240,6 +251,12 @@ class Ledger:
         else its whole reservation."""
         return self._total
 
+    def series_calls(self, series_uid: str) -> dict[str, Decimal | None]:
+        """Call id -> what the ledger counts for it, for every call series `series_uid`
+        reserved; None for a reservation with no outcome yet (counted at the reservation)."""
+        return {call: self._counted.get((uid, call)) for uid, call in self._reserved
+                if uid == series_uid}
+
     @property
     def records(self) -> int:
         """How many records have been read and accepted, the budget's opening one included."""
@@ -260,13 +277,26 @@ class Ledger:
                 fsync_dir(self.path.parent)
         except OSError as exc:
             raise LedgerError(f"ledger {self.path}: cannot be created or opened "
-                              f"({exc.strerror}); make {ledger_dir()} writable or set "
-                              f"{LEDGER_ENV} to a writable folder (nothing was sent).") from None
-        with self.locked():
-            if self._n == -1:
-                self._append({"type": "budget", "id": self.budget.id,
-                              "ceiling_usd": usd(self.budget.ceiling_usd),
-                              "prior_spend_usd": usd(self.budget.prior_spend_usd)})
+                              f"({_why(exc)}); make {self.path.parent} writable, with room on "
+                              f"its disk, or set {LEDGER_ENV} to a folder that is (nothing "
+                              "was sent).") from None
+        try:
+            with self.locked():
+                if self._n == -1:
+                    self._append({"type": "budget", "id": self.budget.id,
+                                  "ceiling_usd": usd(self.budget.ceiling_usd),
+                                  "prior_spend_usd": usd(self.budget.prior_spend_usd)})
+        except OSError as exc:  # a full disk, a file-size limit: nothing was counted yet
+            if created:
+                # An empty or torn ledger of our own making: gone, so that the next run starts
+                # it cleanly rather than finding a file that holds no budget.
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+            self.close()
+            raise LedgerError(f"ledger {self.path}: cannot be written ({_why(exc)}); free space "
+                              f"on the disk that holds {self.path.parent}, or set {LEDGER_ENV} "
+                              "to a folder with room, then run again (nothing was sent)."
+                              ) from None
         return self
 
     @contextlib.contextmanager
@@ -313,7 +343,8 @@ class Ledger:
         assert self._fd is not None
         written = os.write(self._fd, data)
         if written != len(data):  # a short write on a full disk: refuse to go on blind
-            raise OSError(f"short write to {self.path}")
+            raise OSError(errno.ENOSPC, f"only {written} of {len(data)} bytes written, the "
+                          "disk may be full", str(self.path))
         os.fsync(self._fd)
 
     def close(self) -> None:

@@ -9,11 +9,27 @@ config; else, only when neither `--series` nor `--backend` is given, the config'
 `default_backend`. A `--series` that names no backend needs `--backend`, so that a series name
 never picks a paid backend by accident.
 
+The series folder goes under `--out`, never into an experiment folder: `--out` resolving inside
+the experiment being run, inside a folder holding a frozen plan (`experiment.json`), or inside a
+folder at or below the working directory holding a `config.toml`, is refused.
+
 A series folder is claimed under a lock (on the experiment's outputs folder while it is
 checked and created, then on the series folder for the whole run), so that two runs with the
-same `--series` cannot both write it. A series that holds no reservation (a run killed before
-its first call, a folder left by a refused write) sent nothing: it is cleared and collected
-again. A series with any reservation is final.
+same `--series` cannot both write it. A series where nothing left the machine (a run killed or
+interrupted before its first call, a folder left by a refused write, a first call that provably
+never left: connection refused) is cleared and collected again under the same name: its journal
+holds no reservation, or only reservations whose outcome says `never_sent`, the budget's ledger
+agrees, and the folder holds only what fragbench writes. A series with any call sent is final.
+
+Before the first call, `say` receives the pre-run line: the backend, its endpoint and the proxy
+it goes through (when the session names one; proxy variables of the environment that the
+session ignores are said to be ignored), and for a billed run the budget's balance and its
+ledger store with how many records the ledger holds (the first run drawing on a budget in a
+store says that it starts its ledger there, and how to point at another store).
+
+Interruption (`interruption`, see `fragbench.interruption`): no call starts once it is
+requested; the series ends as `interrupted` with its tables and report. Requested before the
+series folder exists, nothing is written (`Interrupted`).
 """
 
 from __future__ import annotations
@@ -29,6 +45,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import attrs
 import polars as pl
@@ -37,8 +54,9 @@ from fragbench.budget import balance, usd
 from fragbench.collect import BudgetBook, Progress, Stop, collect
 from fragbench.config import Experiment, load_experiment
 from fragbench.corpus import facts_frame
-from fragbench.errors import BudgetError, SeriesError, UsageError
+from fragbench.errors import BudgetError, Interrupted, SeriesError, UsageError
 from fragbench.interfaces import Backend, Session
+from fragbench.interruption import Interruption
 from fragbench.journal import (
     JOURNAL_FILE,
     Journal,
@@ -48,19 +66,31 @@ from fragbench.journal import (
     read_journal,
     spent,
 )
-from fragbench.ledger import Ledger, ledger_path
+from fragbench.ledger import STORE_HELP, Ledger, ledger_path
 from fragbench.plan import PlannedCall, call_reservation, plan_path, verify
 from fragbench.plugins import registry
 from fragbench.redact import Redactor, secrets_in_env
-from fragbench.report import write_report
+from fragbench.report import FIGURES_DIR, write_report
+from fragbench.report_html import REPORT_HTML
 from fragbench.requests import request_text
-from fragbench.series import derive_tables, write_json, write_parquet
+from fragbench.series import (
+    DIAGNOSTICS_DIR,
+    MEASURES_FILE,
+    derive_tables,
+    write_json,
+    write_parquet,
+)
 
 SERIES_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 RECORDED_FILES = {"plan.json", "series.json", "facts.parquet", "retrieval.parquet",
                   JOURNAL_FILE}
 """What a series holds before its first call: a folder with only these (and `*.tmp`) and no
 reservation sent nothing."""
+DERIVED_FILES = {"calls.parquet", "status.json", MEASURES_FILE, "report.md", REPORT_HTML,
+                 FIGURES_DIR, DIAGNOSTICS_DIR}
+"""What `derive_tables` and `write_report` write (with the tables `measures.json` lists): a
+series where nothing left the machine may hold these too, rebuilt from its journal."""
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 
 
 @attrs.frozen
@@ -75,6 +105,12 @@ class RunResult:
     stop: Stop | None
     tables_error: str | None = None
     """Why the tables and report could not be written after collection, if they could not."""
+    sent_nothing: bool = False
+    """Nothing left the machine (no call sent, or only calls proven never sent): the series is
+    not final, and running it again under the same name collects it anew."""
+    citations: dict[str, int] | None = None
+    """Citations by their reason at the exact level (`valid`, `not_verbatim`, …), from the
+    citations table; None when the plan has no citations measure or the tables failed."""
 
 
 def choose_backend(experiment: Experiment, series: str | None, backend: str | None) -> str:
@@ -109,23 +145,50 @@ def existing_series_error(series_dir: Path, name: str) -> SeriesError:
     journal = series_dir / JOURNAL_FILE
     records = read_journal(journal) if journal.exists() else []
     stop = next((r for r in records if r.get("type") == "stop"), None)
+    rebuild = f"`fragbench measure {series_dir}` rebuilds its tables and report"
     if stop:
         return SeriesError(
             f"{series_dir}: series {name!r} stopped at call {stop['seq']} ({stop['reason']}: "
-            f"{stop['detail']}) and is final; collecting again means a new series name "
-            f"(--series {name}-2), whose budget check counts what this one spent.")
+            f"{stop['detail']}) and is final; {rebuild}; collecting again means a new series "
+            f"name (--series {name}-2), whose budget check counts what this one spent.")
     return SeriesError(f"{series_dir}: series {name!r} is already recorded and is never appended "
-                       "to or overwritten; choose another --series name.")
+                       f"to or overwritten; {rebuild}; to collect again, choose another "
+                       "--series name.")
+
+
+def never_sent(records: list[dict[str, Any]]) -> set[str] | None:
+    """The calls of a journal, when none of them left the machine: every reservation has an
+    outcome that says `never_sent`. None when any call may have been sent."""
+    reserved = {r.get("call_id") for r in records if r.get("type") == "reserve"}
+    proven = {r.get("call_id") for r in records
+              if r.get("type") == "outcome" and r.get("never_sent") is True}
+    return {str(c) for c in reserved} if reserved <= proven else None
+
+
+def _derived_names(series_dir: Path) -> set[str]:
+    """What the tables and report of a series are stored under (top-level names)."""
+    names = set(DERIVED_FILES)
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError, IndexError):
+        manifest = json.loads((series_dir / MEASURES_FILE).read_text(encoding="utf-8"))
+        names |= {Path(e["path"]).parts[0] for e in manifest
+                  if isinstance(e, dict) and isinstance(e.get("path"), str)}
+    return names
 
 
 def _sent_nothing(series_dir: Path, ledger: Ledger | None) -> bool:
-    """Whether an existing series folder provably sent nothing: only the files written before
-    the first call, no reservation in its journal, none in the budget's ledger."""
-    names = {p.name for p in series_dir.iterdir()}
-    if any(n not in RECORDED_FILES and not n.endswith(".tmp") for n in names):
-        return False
+    """Whether an existing series folder provably sent nothing: its journal holds no
+    reservation, or only calls whose outcome says they never left; the budget's ledger counts
+    no other call of it and nothing for those; the folder holds only what fragbench writes
+    (what it writes before the first call, or also its tables and report when the journal
+    says nothing left)."""
     journal = series_dir / JOURNAL_FILE
-    if journal.exists() and any(r.get("type") == "reserve" for r in read_journal(journal)):
+    # Tables without a journal could show calls it no longer holds: only beside one.
+    allowed = RECORDED_FILES | (_derived_names(series_dir) if journal.exists() else set())
+    names = {p.name for p in series_dir.iterdir()}
+    if any(n not in allowed and not n.endswith(".tmp") for n in names):
+        return False
+    calls = never_sent(read_journal(journal) if journal.exists() else [])
+    if calls is None:
         return False
     if ledger is not None and (series_dir / "series.json").exists():
         ledger.refresh()  # what the series' last owner appended before it died
@@ -134,8 +197,30 @@ def _sent_nothing(series_dir: Path, ledger: Ledger | None) -> bool:
                 "series_uid")
         except (OSError, ValueError, AttributeError):
             return True  # torn before its uid was durable: no call can name it
-        return uid not in ledger.series
+        counted = ledger.series_calls(uid) if isinstance(uid, str) else {}
+        return set(counted) <= calls and all(c == 0 for c in counted.values())
     return True
+
+
+def refuse_out_in_experiment(out: Path, series_dir: Path, experiment: Experiment) -> None:
+    """Refuse a series folder inside an experiment folder: the one being run, one holding a
+    frozen plan (experiment.json), or one at or below the working directory holding a
+    config.toml. Experiment folders hold what is committed; series are outputs."""
+    target = series_dir.resolve()
+    cwd = Path.cwd().resolve()
+    home = experiment.dir.resolve()
+    found = home if target.is_relative_to(home) else None
+    for folder in target.parents:
+        if found is not None:
+            break
+        markers = ("experiment.json", "config.toml") if folder.is_relative_to(cwd) \
+            else ("experiment.json",)
+        if any((folder / m).is_file() for m in markers):
+            found = folder
+    if found is not None:
+        raise SeriesError(f"--out {out}: the series would be written into {found}, an "
+                          "experiment folder, which holds what is committed; choose an --out "
+                          "outside it, e.g. --out outputs (nothing was written or sent).")
 
 
 @contextlib.contextmanager
@@ -196,9 +281,14 @@ def run(
     out: Path = Path("outputs"),
     on_progress: Callable[[Progress], None] = lambda p: None,
     say: Callable[[str], None] = lambda line: None,
+    interruption: Interruption | None = None,
 ) -> RunResult:
     """`say` receives a line per phase (and, for a billed run, what it will draw on) before
-    the first call; `on_progress` a report after each call."""
+    the first call, and the line that answers an interruption during a call; `on_progress` a
+    report after each call (best effort: an OSError it raises is ignored). `interruption`,
+    once requested, stops the run (module docstring); a notebook may request it from another
+    thread, or wrap the call in `fragbench.interruption.on_signals`."""
+    interruption = interruption or Interruption()
     experiment = load_experiment(experiment_dir)
     backend = choose_backend(experiment, series, backend)
     backend_cfg = experiment.backends[backend]
@@ -210,6 +300,7 @@ def run(
     if out.exists() and not out.is_dir():
         raise SeriesError(f"--out {out}: is a file, not a folder; choose another --out "
                           "(nothing was sent).")
+    refuse_out_in_experiment(out, series_dir, experiment)
     say(f"verifying the frozen plan {plan_path(experiment)}")
     _, calls, retrieval_table = verify(experiment)
 
@@ -230,22 +321,59 @@ def run(
                 f"{usd(budget.ceiling_usd)}, prior {usd(budget.prior_spend_usd)}, recorded "
                 f"series {usd(ledger.spent())}); nothing was sent.")
 
+    # The session is opened (endpoint, key, certificates checked) before anything is written:
+    # a session refused leaves no folder and no ledger record.
     plugin = registry().get("backend", backend_cfg.plugin)
     session = plugin.open(backend_cfg.params)
+    result: RunResult | None = None
     try:
+        if hasattr(session, "max_body_bytes"):
+            session.max_body_bytes = experiment.max_response_bytes  # frozen in the plan
         if ledger is not None:
+            if not ledger.path.exists():
+                say(f"budget {ledger.budget.id} has no ledger in the store {ledger.path.parent} "
+                    f"yet: starting one there. Runs drawing on this budget from another store "
+                    f"or machine are not counted here; {STORE_HELP}")
             ledger.open(redactor)
+        if interruption.requested:
+            raise Interrupted(f"{interruption.name} received before series {series!r} began: "
+                              "nothing was written or sent.", interruption.exit_code)
         lock = claim_series_dir(series_dir, series, out, ledger)
         try:
-            return _collect_series(experiment, series, backend, series_dir, plugin, session,
-                                   calls, retrieval_table, reservations, ledger, redactor, say,
-                                   on_progress)
+            result = _collect_series(experiment, series, backend, series_dir, plugin, session,
+                                     calls, retrieval_table, reservations, ledger, redactor,
+                                     say, on_progress, interruption)
+            return result
         finally:
             os.close(lock)
     finally:
-        session.close()
+        # A call left in flight may still be inside the session's socket: closing it from here
+        # could free a descriptor that call still uses. The process ends soon after.
+        if result is None or result.stop is None or not result.stop.abandoned:
+            session.close()
         if ledger is not None:
             ledger.close()
+
+
+def _environment_proxies() -> list[str]:
+    """The proxy variables set in the environment, as spelled there."""
+    return sorted(k for k, v in os.environ.items()
+                  if k.upper() in PROXY_VARIABLES and v.strip())
+
+
+def _route(session: Session, endpoint: str, redactor: Redactor) -> tuple[str | None, str]:
+    """(the proxy the session goes through, as recorded, or None; what the pre-run line says
+    about proxies)."""
+    proxy = getattr(session, "proxy", None)
+    if proxy:
+        shown = redactor.text(str(proxy))
+        return shown, f" through the proxy {shown}"
+    ignored = _environment_proxies() if hasattr(session, "proxy") else []
+    if ignored:
+        return None, (f" (the environment sets {', '.join(ignored)}: ignored, calls go straight "
+                      "to the endpoint; a proxy is used only when the backend's config names "
+                      "one)")
+    return None, ""
 
 
 def _collect_series(experiment: Experiment, series: str, backend: str, series_dir: Path,
@@ -253,11 +381,13 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
                     retrieval_table: pl.DataFrame,
                     reservations: dict[int, Decimal], ledger: Ledger | None,
                     redactor: Redactor, say: Callable[[str], None],
-                    on_progress: Callable[[Progress], None]) -> RunResult:
+                    on_progress: Callable[[Progress], None],
+                    interruption: Interruption) -> RunResult:
     backend_cfg = experiment.backends[backend]
     budget = experiment.budget if ledger is not None else None
     is_model, label = bool(plugin.is_model), str(plugin.label)
     endpoint = redactor.text(str(session.endpoint))
+    proxy, route = _route(session, endpoint, redactor)
     series_uid = uuid.uuid4().hex
     try:
         shutil.copyfile(plan_path(experiment), series_dir / "plan.json")
@@ -270,6 +400,7 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
             "is_model": is_model,
             "label": label,
             "endpoint": endpoint,
+            "proxy": proxy,
             "budget": budget.id if budget else None,
             "plan_sha256": hashlib.sha256(plan_path(experiment).read_bytes()).hexdigest(),
             "started_at": now(),
@@ -298,16 +429,19 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
                 ledger.append({"type": "series", "series": series, "series_uid": series_uid,
                                "experiment": experiment.id, "backend": backend})
                 left = balance(budget, ledger.spent())
-            say(f"billed run: backend {backend} ({label}) at {endpoint}; budget {budget.id}: "
-                f"balance {usd(left)} USD of ceiling {usd(budget.ceiling_usd)} (ledger "
-                f"{ledger.path}); the {len(calls)} planned calls reserve {usd(total)} USD")
+                records = ledger.records
+            say(f"billed run: backend {backend} ({label}) at {endpoint}{route}; budget "
+                f"{budget.id}: balance {usd(left)} USD of ceiling {usd(budget.ceiling_usd)} "
+                f"(ledger {ledger.path}, {records} records, in the store {ledger.path.parent}); "
+                f"the {len(calls)} planned calls reserve {usd(total)} USD")
         else:
             say(f"collecting {len(calls)} calls with backend {backend} ({label}, "
-                f"{'unpriced' if is_model else 'a non-model baseline'}): nothing is billed")
+                f"{'unpriced' if is_model else 'a non-model baseline'}) at {endpoint}{route}: "
+                "nothing is billed")
         bounds = {c.seq: len(request_text(c.request).encode("utf-8"))
                   + experiment.budget.framing_tokens for c in calls}
         stop = collect(calls, reservations, session, backend_cfg, journal, book,
-                       on_progress, bounds)
+                       on_progress, bounds, interruption, say)
     except OSError as exc:  # before the first call (the collector handles its own)
         raise SeriesError(f"{series_dir}: cannot be written ({exc.strerror}); free space or "
                           "choose a writable --out, then run again: nothing was sent, and the "
@@ -315,17 +449,30 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
     finally:
         journal.close()
     tables_error = None
+    citations = None
     try:
         say("deriving the tables")
         tables = derive_tables(series_dir)
         say("writing the report")
         write_report(series_dir, tables)
+        citations = citation_counts(tables)
     except OSError as exc:
         tables_error = (f"the tables and report could not be written ({exc.strerror}); free "
                         f"space, then run `fragbench measure {series_dir}`")
     records = read_journal(series_dir / JOURNAL_FILE)
+    nothing = never_sent(records)
     return RunResult(
         series_dir=series_dir, backend=backend, is_model=is_model, label=label,
         calls=len(calls), sent=sum(r.get("type") == "reserve" for r in records),
         spent_usd=spent(records), stop=stop, tables_error=tables_error,
+        sent_nothing=stop is not None and nothing is not None, citations=citations,
     )
+
+
+def citation_counts(tables: dict[str, pl.DataFrame]) -> dict[str, int] | None:
+    """Citations by reason at the exact level, most frequent first (`valid` included)."""
+    table = tables.get("citations")
+    if table is None or "reason" not in table.columns:
+        return None
+    counts = table.group_by("reason").len().sort(["len", "reason"], descending=[True, False])
+    return {str(r): int(n) for r, n in counts.iter_rows()}
