@@ -13,6 +13,19 @@ if TYPE_CHECKING:
     import polars as pl
 
 
+def __getattr__(name: str) -> str:
+    """`fragbench.__version__`: the installed distribution's version, read when first asked
+    (so that importing fragbench, and `fragbench --help`, read no package metadata)."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("fragbench")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            return "unknown"
+    raise AttributeError(f"module 'fragbench' has no attribute {name!r}")
+
+
 def scan(path: str | Path) -> dict[str, pl.LazyFrame]:
     """Table name -> LazyFrame over every series at or under `path`.
 
@@ -25,4 +38,4 @@ def scan(path: str | Path) -> dict[str, pl.LazyFrame]:
     return _scan(path)
 
 
-__all__ = ["scan"]
+__all__ = ["__version__", "scan"]
