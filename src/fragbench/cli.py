@@ -288,7 +288,7 @@ def run(
     with on_signals(interruption), Reporter(_redactor()) as reporter:
         result = do_run(experiment, series=series, backend=backend, out=out,
                         on_progress=reporter.update, say=reporter.phase,
-                        interruption=interruption)
+                        interruption=interruption, notice=reporter.note)
     where = result.series_dir
     kind = "" if result.is_model else ": a non-model baseline, not a model's result"
     say(f"series {where.name}: backend {result.label}{kind}")

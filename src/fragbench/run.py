@@ -282,13 +282,16 @@ def run(
     on_progress: Callable[[Progress], None] = lambda p: None,
     say: Callable[[str], None] = lambda line: None,
     interruption: Interruption | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> RunResult:
     """`say` receives a line per phase (and, for a billed run, what it will draw on) before
-    the first call, and the line that answers an interruption during a call; `on_progress` a
-    report after each call (best effort: an OSError it raises is ignored). `interruption`,
-    once requested, stops the run (module docstring); a notebook may request it from another
-    thread, or wrap the call in `fragbench.interruption.on_signals`."""
+    the first call; `notice` (default: `say`) the lines that are no phase: a ledger started in
+    a store, the answer to an interruption during a call; `on_progress` a report after each
+    call (best effort: an OSError it raises is ignored). `interruption`, once requested, stops
+    the run (module docstring); a notebook may request it from another thread, or wrap the
+    call in `fragbench.interruption.on_signals`."""
     interruption = interruption or Interruption()
+    notice = notice or say
     experiment = load_experiment(experiment_dir)
     backend = choose_backend(experiment, series, backend)
     backend_cfg = experiment.backends[backend]
@@ -331,7 +334,7 @@ def run(
             session.max_body_bytes = experiment.max_response_bytes  # frozen in the plan
         if ledger is not None:
             if not ledger.path.exists():
-                say(f"budget {ledger.budget.id} has no ledger in the store {ledger.path.parent} "
+                notice(f"budget {ledger.budget.id} has no ledger in the store {ledger.path.parent} "
                     f"yet: starting one there. Runs drawing on this budget from another store "
                     f"or machine are not counted here; {STORE_HELP}")
             ledger.open(redactor)
@@ -342,7 +345,7 @@ def run(
         try:
             result = _collect_series(experiment, series, backend, series_dir, plugin, session,
                                      calls, retrieval_table, reservations, ledger, redactor,
-                                     say, on_progress, interruption)
+                                     say, notice, on_progress, interruption)
             return result
         finally:
             os.close(lock)
@@ -381,7 +384,7 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
                     retrieval_table: pl.DataFrame,
                     reservations: dict[int, Decimal], ledger: Ledger | None,
                     redactor: Redactor, say: Callable[[str], None],
-                    on_progress: Callable[[Progress], None],
+                    notice: Callable[[str], None], on_progress: Callable[[Progress], None],
                     interruption: Interruption) -> RunResult:
     backend_cfg = experiment.backends[backend]
     budget = experiment.budget if ledger is not None else None
@@ -441,7 +444,7 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
         bounds = {c.seq: len(request_text(c.request).encode("utf-8"))
                   + experiment.budget.framing_tokens for c in calls}
         stop = collect(calls, reservations, session, backend_cfg, journal, book,
-                       on_progress, bounds, interruption, say)
+                       on_progress, bounds, interruption, notice)
     except OSError as exc:  # before the first call (the collector handles its own)
         raise SeriesError(f"{series_dir}: cannot be written ({exc.strerror}); free space or "
                           "choose a writable --out, then run again: nothing was sent, and the "

@@ -1,0 +1,207 @@
+"""Issue 14, item 4: an interrupted run never costs the answer in flight.
+
+The process is what is tested: `fragbench run` in a subprocess, billed against the loopback
+server (the real openai SDK), a real signal sent while call 2 is held by the server. Nothing
+waits on time: the test waits for the server to hold call 2, then for the line the run prints
+when the signal reached it, and only then lets the server answer.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+import polars as pl
+import pytest
+from conftest import CANARY_KEY, ROOT, error_lines, process_env
+from loopback import Action, Handler, Server, answer_for
+
+from fragbench.config import load_experiment
+from fragbench.ledger import Ledger, ledger_path
+
+PATIENCE = 300.0
+"""How long a step may take on a loaded machine before the test gives up: a bound on a
+failure, never a timing that a passing run must meet."""
+
+
+def held(gate: threading.Event) -> Action:
+    """A valid answer, sent once the test opens `gate` (or after PATIENCE)."""
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        gate.wait(PATIENCE)
+        try:
+            handler.send_json(200, handler.server.shape.body(answer_for(body), number=number,
+                                                             request=body))
+        except OSError:  # the client abandoned the call and exited: expected in those tests
+            handler.close_connection = True
+    return act
+
+
+def wait_for(what: str, condition: Any) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)
+
+
+class Lines:
+    """A stream's lines, read in a thread as they come, so a test can wait for one."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, text: str) -> str:
+        deadline = time.monotonic() + PATIENCE
+        for line in self.seen:
+            if text in line:
+                return line
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"gave up waiting for a line with {text!r}: {self.seen}"
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                continue
+            assert line is not None, f"the stream ended without {text!r}: {self.seen}"
+            self.seen.append(line)
+            if text in line:
+                return line
+
+    def rest(self) -> list[str]:
+        """Every line, once the stream has ended."""
+        while (line := self._queue.get(timeout=PATIENCE)) is not None:
+            self.seen.append(line)
+        return self.seen
+
+
+@attrs.frozen
+class Run:
+    proc: subprocess.Popen[str]
+    stderr: Lines
+    series_dir: Path
+
+
+def start_run(experiment: Path, server: Server, **popen: Any) -> Run:
+    """A billed run of 72 calls in a subprocess, against `server`."""
+    out = experiment.parent.parent / "outputs"
+    env = process_env({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+    streams: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    streams.update(popen)
+    proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                             "--series", "openai", "--backend", "openai", "--out", str(out)],
+                            cwd=ROOT, env=env, text=True, **streams)
+    stderr = Lines(proc.stderr) if proc.stderr is not None else None
+    return Run(proc, stderr, out / "protocol-1.0" / "openai")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def gate(server: Server) -> Iterator[threading.Event]:
+    """Call 2 is held by the server until the test opens the gate."""
+    opened = threading.Event()
+    server.script[1] = held(opened)
+    yield opened
+    opened.set()  # never leave a handler waiting
+
+
+def journal(series_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in
+            (series_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def ledger_calls(experiment: Path, series_dir: Path) -> dict[str, Any]:
+    budget = load_experiment(experiment).budget
+    uid = json.loads((series_dir / "series.json").read_text(encoding="utf-8"))["series_uid"]
+    return Ledger(ledger_path(budget.id), budget).load().series_calls(uid)
+
+
+def interrupt_during_call_2(experiment: Path, server: Server, gate: threading.Event,
+                            sig: int) -> tuple[Run, str]:
+    run = start_run(experiment, server)
+    wait_for("call 2 at the server", lambda: len(server.requests) >= 2 or
+             run.proc.poll() is not None)
+    assert len(server.requests) == 2, run.stderr.rest()
+    run.proc.send_signal(sig)
+    notice = run.stderr.wait_for("no new call will start")
+    return run, notice
+
+
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=lambda s: signal.Signals(s).name)
+def test_a_signal_records_the_call_in_flight_and_starts_no_other(
+        experiment: Path, server: Server, gate: threading.Event, sig: int) -> None:
+    run, notice = interrupt_during_call_2(experiment, server, gate, sig)
+    name = signal.Signals(sig).name
+    assert notice.startswith(f"{name}: no new call will start") and "call 2/72" in notice
+    assert ("press Ctrl-C again" if sig == signal.SIGINT else f"send {name} again") in notice
+    gate.set()  # the answer to call 2 arrives only now, after the signal
+    assert run.proc.wait(PATIENCE) == EXIT[sig]
+    stdout = run.proc.stdout.read() if run.proc.stdout else ""
+    stderr = run.stderr.rest()
+    assert len(server.requests) == 2  # no call 3
+
+    records = journal(run.series_dir)
+    outcome = next(r for r in records if r["type"] == "outcome" and r["seq"] == 2)
+    assert outcome["status"] == "completed" and outcome["text"]
+    [stop] = [r for r in records if r["type"] == "stop"]
+    assert (stop["reason"], stop["seq"]) == ("interrupted", 3)
+    status = json.loads((run.series_dir / "status.json").read_text(encoding="utf-8"))
+    assert status["state"] == "interrupted"
+    assert (run.series_dir / "report.html").is_file()
+    calls = pl.read_parquet(run.series_dir / "calls.parquet").sort("seq")
+    assert calls["status"][:2].to_list() == ["completed"] * 2
+    assert set(calls["status"][2:].to_list()) == {"not_sent"}
+    assert calls["stop_reason"][2] == "interrupted"
+    # The ledger holds both calls with their outcomes: nothing is left counted at a reservation.
+    assert all(v is not None for v in ledger_calls(experiment, run.series_dir).values())
+    assert len(ledger_calls(experiment, run.series_dir)) == 2
+
+    [line] = error_lines("\n".join(stderr))
+    assert f"interrupted ({name}) at call 3 of 72: calls 1-2 recorded" in line
+    assert f"fragbench measure {run.series_dir}" in line and "--series openai-2" in line
+    assert "Traceback" not in "\n".join(stderr)
+    assert "citations:" in stdout and str(run.series_dir / "report.html") in stdout
+
+
+def test_a_second_ctrl_c_abandons_the_wait(experiment: Path, server: Server,
+                                           gate: threading.Event) -> None:
+    run, _ = interrupt_during_call_2(experiment, server, gate, signal.SIGINT)
+    run.proc.send_signal(signal.SIGINT)
+    assert run.proc.wait(PATIENCE) == 130
+    stderr = run.stderr.rest()
+    gate.set()
+    assert len(server.requests) == 2
+
+    records = journal(run.series_dir)
+    assert [r["seq"] for r in records if r["type"] == "reserve"] == [1, 2]
+    assert [r["seq"] for r in records if r["type"] == "outcome"] == [1]
+    [stop] = [r for r in records if r["type"] == "stop"]
+    assert (stop["reason"], stop["seq"]) == ("interrupted", 2)
+    # Counted at its reservation: reserved in the ledger, no outcome.
+    counted = ledger_calls(experiment, run.series_dir)
+    assert len(counted) == 2 and sorted(v is None for v in counted.values()) == [False, True]
+    calls = pl.read_parquet(run.series_dir / "calls.parquet").sort("seq")
+    assert calls["status"][:2].to_list() == ["completed", "interrupted"]
+    assert calls["counted_usd"][1] == calls["reserved_usd"][1]
+    assert (run.series_dir / "report.html").is_file()
+    status = json.loads((run.series_dir / "status.json").read_text(encoding="utf-8"))
+    assert status["state"] == "interrupted"
+    [line] = error_lines("\n".join(stderr))
+    assert "interrupted (SIGINT) at call 2 of 72: call 1 recorded; call 2 was abandoned" in line
