@@ -283,11 +283,15 @@ def test_the_fault_suite_can_point_a_backend_through_its_params(responses_server
 
 
 class Retrying(OpenAIBackend):
-    """The SDK's default: two retries, with no idempotency key."""
+    """The SDK's default: two retries, with no idempotency key, on the SDK's own HTTP client
+    (fragbench's transport would refuse to send the second request of a call)."""
 
     def open(self, params: dict[str, Any]) -> OpenAISession:
+        import openai
+
         session = super().open(params)
-        session.client = session.client.with_options(max_retries=2)
+        session.client = session.client.with_options(
+            max_retries=2, http_client=openai.DefaultHttpxClient(timeout=10))
         return session
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CANARY_KEY, refreeze, run_cli
+from conftest import CANARY_KEY, error_lines, refreeze, run_cli
 from loopback import Server, redirect, trickle
 from test_collect_openai import assert_no_secret, calls_of, collect
 
@@ -99,21 +99,14 @@ def free_port() -> int:
     return port
 
 
-@pytest.mark.parametrize("where", ["connection refused", "unsupported scheme"])
 def test_a_request_that_never_left_is_said_so(experiment: Path, server: Server,
-                                              ledger_store: Path, where: str) -> None:
-    # The scheme case names the live server's port: had anything gone out, it would count it.
-    port = free_port() if where == "connection refused" else server.server_address[1]
-    scheme = "http" if where == "connection refused" else "ftp"
-    result, series_dir = collect_at(experiment, f"{scheme}://127.0.0.1:{port}/v1")
+                                              ledger_store: Path) -> None:
+    result, series_dir = collect_at(experiment, f"http://127.0.0.1:{free_port()}/v1")
     assert_no_secret(result, ledger_store)
     assert len(server.requests) == 0
     lines = [line for line in result.stderr.splitlines() if NEVER_SENT in line]
     assert len(lines) == 1, result.stderr
-    if where == "connection refused":
-        assert "connection refused" in lines[0]
-    else:
-        assert "OPENAI_BASE_URL" in lines[0]
+    assert "connection refused" in lines[0]
     row = assert_stopped_at(result, series_dir, 1, "connection")
     assert NEVER_SENT in row["error"]
     # Nothing was sent, so nothing is counted: the collector releases the reservation.
@@ -122,3 +115,25 @@ def test_a_request_that_never_left_is_said_so(experiment: Path, server: Server,
     assert row["counted_usd"] == 0 and row["reserved_usd"] > 0
     status = json.loads((series_dir / "status.json").read_text(encoding="utf-8"))
     assert status["spent_usd"] == "0"
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("ftp://127.0.0.1:{port}/v1", "is not an http:// or https:// URL"),
+    ("127.0.0.1:{port}/v1", "is not an http:// or https:// URL"),
+    ("http://127.0.0.1:{port}/v1?api-version=1", "no user name, password, query or fragment"),
+    ("http://user:hunter2pass@127.0.0.1:{port}/v1", "no user name, password, query"),
+    ("http://127.0.0.1:99999/v1", "invalid port"),
+    ("http://127.0.0.1:/v1", "invalid port"),
+], ids=["ftp", "no-scheme", "query", "user-info", "port-out-of-range", "empty-port"])
+def test_an_unusable_endpoint_in_the_environment_is_refused_before_anything(
+        experiment: Path, server: Server, ledger_store: Path, url: str, said: str) -> None:
+    """OPENAI_BASE_URL goes through the checks a config's base_url does (item 5): refused in
+    one line naming the variable, never quoting it (it may hold a password), before the series
+    folder or the ledger exist; the server (whose port the URL names) receives nothing."""
+    result, series_dir = collect_at(experiment, url.format(port=server.port))
+    assert result.returncode == 4, result.stderr
+    (line,) = error_lines(result.stderr)
+    assert line.startswith("fragbench: OPENAI_BASE_URL ") and said in line, line
+    assert "nothing was sent" in line and "hunter2pass" not in result.stderr
+    assert len(server.requests) == 0
+    assert not series_dir.exists() and not any(ledger_store.iterdir())

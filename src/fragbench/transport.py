@@ -1,61 +1,93 @@
 """What every HTTP backend needs to keep the core's promises, whatever SDK it wraps.
 
-The openai and anthropic SDKs share one HTTP client library (httpx2), so the pieces below serve
+The openai and anthropic SDKs share one HTTP client library (httpx2); the pieces below serve
 both, and any backend built on either:
 
-- `within`: a deadline for the whole request (connect, send, wait, read the entire body). The
-  SDKs' own timeouts bound each phase and each read separately, so a server trickling its body
-  could keep a call alive indefinitely. The request runs in a daemon worker thread and the call
-  is abandoned at the deadline: an abandoned read never holds the process at exit.
-- `no_redirects`: the SDK's default HTTP client, never following a redirect. Following one
-  would send the call a second request (307/308) or turn it into another one (a GET after
-  301/302/303): one call is one request.
-- `connection_failure`: what is known about a request that failed before an HTTP status came
-  back. Only a failure to open the connection (connect or TLS handshake) or a URL scheme the
-  client cannot speak proves that the request never left this machine (`never_sent=True`,
-  nothing billed); anything later means the server may have received and billed it.
-- `public_url`: an endpoint as it may be recorded: no user-info, no query.
-- `endpoint`: the environment's base URL first, then the config's, as the SDKs do.
-- `refuse_env_headers`: an SDK that adds headers from the environment (`OPENAI_CUSTOM_HEADERS`,
-  `ANTHROPIC_CUSTOM_HEADERS`) would send something the frozen plan does not show, possibly a
-  credential replacing the one the backend passes: such a session is refused, not opened.
-- `SDKSession`: the session of a backend built on either SDK: one request per call through
-  `with_raw_response`, its body read inside the deadline, every way it can fail turned into
-  the BackendFailure the collector expects, the body parsed as JSON and handed to the
-  backend's reader; `whole` and `clean` are what such readers share (counts that are integers
-  or unknown, text that can be written as UTF-8).
-- `check_types`: the parameter checks every backend starts with (required, optional, unknown,
-  empty, positive).
+- `no_redirects(client_class, timeout, proxy=None)`: the SDK's HTTP client on fragbench's own
+  transport (`fragbench.wire`): a new connection for every request (`Connection: close`, never
+  reused), redirects never followed (one call is one request: a followed 307/308 would send it
+  twice, a 301/302/303 turn it into a GET), a response that may not be this call's (bytes after
+  the body, a length that does not match) refused, the body bounded after decompression, the
+  whole-call deadline on every socket operation, no proxy from the environment (only the
+  config's `proxy`), certificates as httpx2 verifies them.
+- `SDKSession`: the session of a backend built on either SDK: one request per call, the body
+  handed to `on_body` (the collector records it) before anything parses it, then parsed
+  bounded (`fragbench.bounded_json`: depth, repeated keys) and read by the backend; every way
+  it can fail a BackendFailure with `never_sent` only where that is proven.
+- `within`: the outer safety net of the deadline (a worker thread abandoned past it).
+- `connection_failure`: what is known about a request that failed before a response came back.
+- `check_types`, `check_base_url`, `check_proxy`: the parameter checks every backend starts with
+  (`check_params`); `route` and `describe`: the checks `open` and `check_environment` share
+  (the endpoint from the environment or the config, the key, the custom-headers variable, the
+  proxy, the certificates), sending nothing.
+- `public_url`, `endpoint`, `key_from_env`, `refuse_env_headers`, `usage_blocks`, `whole`,
+  `clean`, `text_or_none`: small pieces the backends' readers and sessions share.
+
+Nothing here imports an SDK, httpx2, h11 or ssl at module level: backends import this module
+when they register, and `fragbench --help` must stay fast.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import re
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
+
+import attrs
 
 from fragbench.errors import FragbenchError
 from fragbench.interfaces import BackendFailure, Reply, Request
+
+if TYPE_CHECKING:
+    from fragbench.wire import Exchange
 
 T = TypeVar("T")
 
 MAY_BE_BILLED = "the server may have received and billed it"
 NEVER_SENT = "the request never left this machine and nothing was billed"
 
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The default bound on a response body, after decompression: 4 MiB, about a thousand times a
+protocol answer. `SDKSession.max_body_bytes` is set from the frozen plan before the first call;
+a larger body is a technical failure (`too_large`), its first bytes kept."""
+MAX_TIMEOUT_SECONDS = 3600
+"""The largest `timeout_seconds` accepted: an hour for one call is already far beyond any
+answer worth waiting for; more (1e12, inf) is a typo that would hold a series forever."""
+MAX_OUTPUT_TOKENS = 1_000_000
+"""The largest output-token limit accepted (`max_output_tokens`, `max_tokens`,
+`thinking_budget_tokens`): several times any model's output limit today, so no real setting is
+refused, while an extra zero or three (1e9, 1e12) is caught before the plan is frozen."""
+MAXIMA: dict[str, float] = {"timeout_seconds": MAX_TIMEOUT_SECONDS,
+                            "max_output_tokens": MAX_OUTPUT_TOKENS,
+                            "max_tokens": MAX_OUTPUT_TOKENS,
+                            "thinking_budget_tokens": MAX_OUTPUT_TOKENS}
+"""check_types' upper bounds, by parameter name, for every backend that uses it."""
+DEADLINE_GRACE = 5.0
+"""How long past the deadline `within` still waits, counted from when its wait ended: the
+transport stops itself at the deadline, and a process stopped and resumed past it must be
+given time to read what had already arrived."""
+KEY_SHAPE = re.compile(r"[\x21-\x7e]+")
+"""A key is printable ASCII with no space: anything else (a line break inside it, a character
+pasted from a document) cannot go in an HTTP header as is."""
+
 
 class PastDeadline(Exception):
     """The worker did not finish the request in time."""
 
 
-def within(seconds: float, work: Callable[[], T], name: str = "fragbench-request") -> T:
-    """Run `work` in a daemon thread and wait for it at most `seconds`.
+def within(seconds: float, work: Callable[[], T], name: str = "fragbench-request",
+           grace: float = 0.0) -> T:
+    """Run `work` in a daemon thread and wait for it at most `seconds`, then `grace` more
+    counted from when that wait ended (a process stopped meanwhile gets its grace after it
+    resumes).
 
-    The caller returns at the deadline whatever the socket is doing. The abandoned thread keeps
-    its connection until its own per-read timeout, the server closing, or the process exiting.
+    The caller returns at the deadline whatever the socket is doing. The abandoned thread
+    keeps its connection until its own deadline, the server closing, or the process exiting.
     """
     results: list[T] = []
     errors: list[BaseException] = []
@@ -70,7 +102,7 @@ def within(seconds: float, work: Callable[[], T], name: str = "fragbench-request
             done.set()
 
     threading.Thread(target=run, name=name, daemon=True).start()
-    if not done.wait(seconds):
+    if not done.wait(seconds) and not (grace > 0 and done.wait(grace)):
         raise PastDeadline
     if errors:
         raise errors[0]
@@ -89,24 +121,38 @@ def innermost(exc: BaseException) -> BaseException:
         exc = inner
 
 
-def no_redirects(client_class: type, timeout: float) -> Any:
-    """An instance of the SDK's default HTTP client class (its limits and timeouts) that never
-    follows a redirect. The SDK may set `follow_redirects` per request, which would override a
-    client-wide setting; overriding `send`, through which every request goes, holds whatever
-    the SDK passes."""
+# -- The HTTP client -----------------------------------------------------------------------------
+
+def no_redirects(client_class: type, timeout: float, proxy: str | None = None) -> Any:
+    """An instance of the SDK's HTTP client class on fragbench's transport
+    (`fragbench.wire.WireTransport`: the module docstring), which never follows a redirect.
+    `proxy`: the config's `proxy` (`http://host:port`, checked by `check_proxy`), or None for
+    none; the environment's proxy variables are never read (`trust_env=False`). The SDK may set
+    `follow_redirects` per request, which would override a client-wide setting; overriding
+    `send`, through which every request goes, holds whatever the SDK passes."""
+    from fragbench.wire import WireTransport
+
+    address = check_proxy(proxy) if proxy else None
+    wire = WireTransport(timeout, proxy=address, proxy_url=proxy.rstrip("/") if proxy else None,
+                         max_body=MAX_BODY_BYTES)
 
     class NoRedirects(client_class):  # type: ignore[misc, valid-type]
         def send(self, request: Any, **kwargs: Any) -> Any:
             kwargs["follow_redirects"] = False
             return super().send(request, **kwargs)
 
-    return NoRedirects(timeout=timeout, follow_redirects=False)
+    client = NoRedirects(timeout=timeout, follow_redirects=False, transport=wire,
+                         trust_env=False)
+    client.wire = wire
+    return client
 
 
-def endpoint(env_var: str, params: dict[str, Any]) -> str | None:
+# -- Endpoints, keys, proxies ---------------------------------------------------------------------
+
+def endpoint(env_var: str, params: Mapping[str, Any]) -> str | None:
     """`env_var` when set, else the config's `base_url`, else None (the SDK's default). The
     environment comes first, as it does for the SDKs, so that a test or a user can point any
-    series at another server without editing a frozen config."""
+    series at another server without editing a frozen config. Unchecked: `route` checks it."""
     return os.environ.get(env_var) or params.get("base_url") or None
 
 
@@ -125,26 +171,54 @@ def public_url(url: str, env_var: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def connection_failure(exc: BaseException, env_var: str) -> BackendFailure:
-    """A BackendFailure for an SDK connection error, never_sent only where that is proven."""
-    import httpx2
+def check_base_url(url: str, name: str = "base_url") -> None:
+    """ValueError unless `url` is a plain http(s) URL: a scheme, a host, a valid port, and no
+    user-info, query or fragment. A config's base URL is frozen in the plan, which is committed
+    and printed; an environment's would be sent as the SDK reads it (a query string corrupts
+    the request's path, `user:pass@` replaces the key with Basic auth). The value is never
+    quoted: it may hold a credential. `name` is what the message calls it."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{name} is not an http:// or https:// URL (a scheme, then the host)")
+    if not parts.hostname:
+        raise ValueError(f"{name} names no host")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or parts.netloc.endswith(":"):
+        raise ValueError(f"{name} has an invalid port (a number from 1 to 65535)")
+    if parts.username is not None or parts.password is not None or parts.query \
+            or parts.fragment or "?" in url or "#" in url:
+        raise ValueError(f"{name} must hold no user name, password, query or fragment (it is "
+                         "sent as the request's path and recorded); put a key in the "
+                         "environment")
 
-    cause = exc.__cause__
-    root = innermost(exc)
-    detail = type(root).__name__ if root is not exc else "no detail"
-    # Both are raised before a byte of HTTP is written: ConnectError only while opening the
-    # connection (TCP connect, TLS handshake), UnsupportedProtocol before any connection.
-    # Redirects are never followed, so neither can come from a second hop after a first request
-    # went out.
-    if isinstance(cause, httpx2.UnsupportedProtocol):
-        return BackendFailure("connection", "the endpoint's URL scheme is neither http nor "
-                              f"https (check {env_var} or the config's base_url); {NEVER_SENT}",
-                              never_sent=True)
-    if isinstance(cause, httpx2.ConnectError):
-        what = "connection refused" if isinstance(root, ConnectionRefusedError) else \
-            "the connection could not be opened"
-        return BackendFailure("connection", f"{what} ({detail}); {NEVER_SENT}", never_sent=True)
-    return BackendFailure("connection", f"connection error ({detail}); {MAY_BE_BILLED}")
+
+def check_proxy(url: Any) -> tuple[str, int]:
+    """(host, port) of a `proxy` parameter, or ValueError: only `http://host:port` (port 80
+    when left out), no user-info, path, query or fragment (the proxy is frozen in the plan and
+    printed). socks proxies are not supported: the transport speaks HTTP to its proxy (CONNECT
+    for https endpoints, the absolute form for http ones). The value is never quoted."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError("proxy must be a URL, http://host:port")
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower().startswith("socks"):
+        raise ValueError("proxy: socks proxies are not supported; name an http proxy, "
+                         "http://host:port")
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError("proxy must be an http:// URL, http://host:port")
+    if parts.username is not None or parts.password is not None or parts.query \
+            or parts.fragment or parts.path not in ("", "/") or "?" in url or "#" in url:
+        raise ValueError("proxy must be http://host:port, with no user name, password, path, "
+                         "query or fragment (it is frozen in the plan and printed)")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or parts.netloc.endswith(":"):
+        raise ValueError("proxy has an invalid port (a number from 1 to 65535)")
+    return parts.hostname, port or 80
 
 
 def refuse_env_headers(env_var: str) -> None:
@@ -159,17 +233,25 @@ def refuse_env_headers(env_var: str) -> None:
 def key_from_env(env_var: str, provider: str, headers_var: str, unset: str | None = None
                  ) -> str:
     """The key from `env_var`, passed to the SDK explicitly (never stored credentials), or one
-    line refusing the session: unset (`unset`, what follows the variable's name in that line,
-    says what to do when exporting the provider's key is not the whole story), or shorter than
-    MIN_SECRET, which the redactor cannot tell from ordinary words and so could not keep out of
-    what is written (a server may echo it in an error body). `headers_var`, the SDK's
-    custom-headers variable, is refused too (refuse_env_headers)."""
+    line refusing the session, never showing the key: unset (`unset`, what follows the
+    variable's name in that line, says what to do when exporting the provider's key is not the
+    whole story); holding a space, a line break, a control or a non-ASCII character inside it
+    (surrounding white space is dropped; anything else cannot go in a header as is, and an
+    SDK would fail only once the series had begun); or shorter than MIN_SECRET, which the
+    redactor cannot tell from ordinary words and so could not keep out of what is written (a
+    server may echo it in an error body). `headers_var`, the SDK's custom-headers variable, is
+    refused too (refuse_env_headers)."""
     from fragbench.redact import MIN_SECRET
 
     key = os.environ.get(env_var, "").strip()
     if not key:
         unset = unset or f" is not set: export your {provider} key in the environment"
         raise FragbenchError(f"{env_var}{unset} and run again (nothing was sent or spent).")
+    if not KEY_SHAPE.fullmatch(key):
+        raise FragbenchError(f"{env_var} holds a space, a line break, a control character or "
+                             "a non-ASCII character inside the key, which cannot be sent as "
+                             "it is: copy the key again and run again (nothing was sent or "
+                             "spent).")
     if len(key) < MIN_SECRET:
         raise FragbenchError(f"{env_var} is shorter than {MIN_SECRET} characters, too short to "
                              "be kept out of what fragbench writes; use a longer key and run "
@@ -177,6 +259,59 @@ def key_from_env(env_var: str, provider: str, headers_var: str, unset: str | Non
     refuse_env_headers(headers_var)
     return key
 
+
+@attrs.frozen
+class Route:
+    """Where a backend's calls would go, checked (`route`)."""
+
+    url: str
+    """The base URL as given (checked: no user-info, query or fragment)."""
+    public: str
+    """The same, as it may be recorded and printed."""
+    proxy: str | None
+    """The config's proxy (`http://host:port`), or None."""
+    key: str | None
+    """The key to send, or None for a backend that sends none."""
+    key_env: str | None
+
+
+def route(params: Mapping[str, Any], *, url_env: str, default_url: str,
+          key: Callable[[], str] | None, key_env: str | None) -> Route:
+    """Everything `open` needs that can be checked without sending anything, in one line each
+    (FragbenchError): the endpoint (`url_env` when set, else the config's `base_url`, else
+    `default_url`) through `check_base_url`; the proxy (`check_proxy`); for an https endpoint,
+    the certificates (SSL_CERT_FILE, SSL_CERT_DIR: `fragbench.wire.tls_context`); then the key,
+    `key()` (presence and shape: `key_from_env`), unless the backend sends none."""
+    from_env = os.environ.get(url_env)
+    url = from_env or params.get("base_url") or default_url
+    try:
+        check_base_url(url, url_env if from_env else "the config's base_url")
+    except ValueError as exc:
+        fix = "fix or unset it" if from_env else "fix the config"
+        raise FragbenchError(f"{exc}; {fix} and run again (nothing was sent or spent).") \
+            from None
+    proxy = params.get("proxy")
+    if proxy is not None:
+        try:
+            check_proxy(proxy)
+        except ValueError as exc:
+            raise FragbenchError(f"{exc} (nothing was sent or spent).") from None
+    if urlsplit(url).scheme == "https":
+        from fragbench.wire import tls_context
+
+        tls_context()
+    return Route(url=url, public=public_url(url, url_env), proxy=proxy.rstrip("/") if proxy
+                 else None, key=key() if key is not None else None, key_env=key_env)
+
+
+def describe(where: Route) -> str:
+    """One line: where calls would go (check_environment's answer)."""
+    through = f" through the proxy {where.proxy}" if where.proxy else ""
+    key = f"key from {where.key_env}" if where.key_env else "no key sent"
+    return f"{where.public}{through} ({key})"
+
+
+# -- Reading a body ------------------------------------------------------------------------------
 
 def usage_blocks(body: Any, *details: str) -> tuple[dict[str, Any], ...] | None:
     """A response body's `usage` object and its named detail objects, each `{}` where absent or
@@ -200,12 +335,26 @@ def clean(text: str) -> str:
     return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
+def text_or_none(value: Any) -> str | None:
+    """A string field of a body, cleaned (`clean`); None when it is not a string. Every string
+    a reader takes from a body goes through here or `clean`: one lone surrogate in a model
+    name would otherwise break the calls table."""
+    return clean(value) if isinstance(value, str) else None
+
+
+# -- Parameters -----------------------------------------------------------------------------------
+
 def check_types(params: dict[str, Any], required: dict[str, type | tuple[type, ...]],
                 optional: dict[str, type | tuple[type, ...]],
-                positive: tuple[str, ...] = ()) -> None:
+                positive: tuple[str, ...] = (), maxima: Mapping[str, float] | None = None
+                ) -> None:
     """ValueError, one sentence, for a missing, mistyped, empty (a blank string) or unknown
-    parameter, or one of `positive` that is not above zero. A bool is accepted only where
-    bool is the type (TOML `true` is no number). A `base_url` must pass `check_base_url`."""
+    parameter; a number that is not finite (inf, nan); one of `positive` that is not above
+    zero; one above its maximum (`maxima`, by default MAXIMA: timeout_seconds at most 3600,
+    output-token limits at most 1,000,000). A bool is accepted only where bool is the type
+    (TOML `true` is no number). A `base_url` must pass `check_base_url`, a `proxy`
+    `check_proxy`."""
+    bounds = MAXIMA if maxima is None else maxima
     for key in required:
         if key not in params:
             raise ValueError(f"{key} is missing")
@@ -218,43 +367,85 @@ def check_types(params: dict[str, Any], required: dict[str, type | tuple[type, .
             raise ValueError(f"{key} has the wrong type ({type(value).__name__})")
         if key in required and isinstance(value, str) and not value.strip():
             raise ValueError(f"{key} is empty")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{key} must be a finite number, not {value}")
         if key in positive and value <= 0:
             raise ValueError(f"{key} must be positive, not {value}")
+        if key in bounds and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and value > bounds[key]:
+            raise ValueError(f"{key} must be at most {bounds[key]:g}, not {value:g}")
     if "base_url" in params:
         check_base_url(params["base_url"])
+    if "proxy" in params:
+        check_proxy(params["proxy"])
 
 
-def check_base_url(url: str) -> None:
-    """ValueError unless `url` is a plain http(s) URL: a config's base URL is frozen in the
-    plan, which is committed, and printed by `plan`, so it must hold no credentials (user-info,
-    a query, a fragment); a key belongs in the environment."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"base_url {url!r} is not an http or https URL")
-    if parts.username is not None or parts.password is not None or parts.query \
-            or parts.fragment:
-        raise ValueError("base_url must hold no user name, password, query or fragment (it is "
-                         "frozen in the plan and printed); put a key in the environment")
+# -- Failures -------------------------------------------------------------------------------------
 
+def connection_failure(exc: BaseException, env_var: str, started: bool | None = None
+                       ) -> BackendFailure:
+    """A BackendFailure for an SDK connection error, never_sent only where that is proven:
+    `started` is whether fragbench's transport wrote a byte of the request (False proves it
+    never left; None when the request did not go through that transport, and then only the
+    error's type can prove it)."""
+    import httpx2
+
+    cause = exc.__cause__
+    root = innermost(exc)
+    ours = isinstance(root, httpx2.HTTPError)  # the transport's own words, not an OSError
+    detail = str(root) if ours and str(root) else \
+        type(root).__name__ if root is not exc else "no detail"
+    if isinstance(cause, httpx2.UnsupportedProtocol) and started is not True:
+        return BackendFailure("connection", "the endpoint's URL scheme is neither http nor "
+                              f"https (check {env_var} or the config's base_url); {NEVER_SENT}",
+                              never_sent=True)
+    if started is False or (started is None and isinstance(cause, httpx2.ConnectError)):
+        what = "connection refused" if isinstance(root, ConnectionRefusedError) else \
+            "the connection could not be opened"
+        return BackendFailure("connection", f"{what} ({detail}); {NEVER_SENT}", never_sent=True)
+    return BackendFailure("connection", f"connection error ({detail}); {MAY_BE_BILLED}")
+
+
+# -- The session ----------------------------------------------------------------------------------
 
 class SDKSession:
     """A session (`fragbench.interfaces.Session`) over an SDK built on httpx2 (openai,
-    anthropic: the same exception classes under the same names): one request per call, within
-    a deadline on the whole call, every way it can fail turned into the BackendFailure the
-    collector expects, the body parsed as JSON and handed to the backend's reader.
+    anthropic: the same exception classes under the same names).
 
-    The backend supplies the client it built (`max_retries=0`, `no_redirects`), `post(request)`
-    that sends the call through the SDK's `with_raw_response` (nothing parsed into the SDK's
-    models), and `read(body, text, request_id)` that makes the Reply, raising BackendFailure
-    (or anything else, for a body of the right shape with the wrong types inside) when the body
-    is no `what`.
+    The backend supplies the SDK client it built (`max_retries=0`, `http_client=no_redirects
+    (...)`), `post(request)` that sends the call through the SDK's `with_raw_response` (nothing
+    parsed into the SDK's models), and `read(body, text, request_id)` that makes the Reply,
+    raising BackendFailure (or anything else, for a body of the right shape with the wrong types
+    inside) when the body is no `what`. `send` then keeps these promises:
 
-    `abandoned` is set once a request was left running at the deadline: the client then stays
-    open at `close`, since the abandoned worker may still be inside a socket call, and closing
-    that socket from another thread would free its descriptor's number while the call can
-    still use it. Its connection ends with the worker (its own read timeout, the server, or the
-    exit).
+    - one request per call, within `timeout` seconds on the whole call (enforced on every
+      socket operation by the transport; `within` is the outer safety net);
+    - the body (at most `max_body_bytes`, after decompression) is handed to `on_body(text,
+      status)`, when set, as soon as it is in hand and before anything parses it: a normal,
+      error, too large or doubtful body alike. `text` is the bytes as UTF-8, any invalid byte
+      escaped (`\\xNN`), so that it can always be written. An exception from `on_body`
+      propagates out of `send` unchanged (the collector set it, and decides);
+    - then, on a 2xx status, the body is parsed as bounded JSON (`fragbench.bounded_json`) and
+      handed to `read`; anything else is a BackendFailure, the body kept as `raw`. Kinds:
+      `timeout`, `connection` (`never_sent` only where proven), `http_error` (any status that
+      is not 2xx, a 3xx included: a redirect is never followed), `doubtful_response` (bytes
+      after the body, a length that does not match), `too_large`, `bad_encoding` (an encoding
+      not decoded, or a body that is not what it claims), `bad_body` (not JSON, nested deeper
+      than 64, not the backend's shape), `repeated_key`, `bad_response` (the SDK failed
+      otherwise), `second_request` (the SDK tried another request for one call: never sent).
+
+    Attributes the core sets or reads: `on_body` (None: not called), `max_body_bytes`
+    (MAX_BODY_BYTES until the core sets it from the frozen plan), `endpoint` (public URL),
+    `proxy` (the public proxy URL, or None). `abandoned` is set once a request was left running
+    at the outer deadline: the client then stays open at `close`.
+
+    A client not built on `no_redirects` (an HTTP client of the backend's own) still works:
+    the body is then read from the SDK's response, whole, and bounded only afterwards; that
+    client's connections, proxies and decoding are its own, and the fault suite says so.
     """
+
+    on_body: Callable[[str, int], None] | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
 
     def __init__(self, sdk: Any, client: Any, *, timeout: float, env_var: str,
                  request_id_header: str, post: Callable[[Request], Any],
@@ -264,40 +455,83 @@ class SDKSession:
                                                                    read, what)
         self.endpoint = public_url(str(client.base_url), env_var)
         self.abandoned = False
+        wire = getattr(getattr(client, "_client", None), "wire", None)
+        self.proxy: str | None = getattr(wire, "proxy_url", None)
+        if wire is not None and self.endpoint.startswith("https:"):
+            wire.tls()  # certificates unreadable: refused here, before any call
 
-    def _exchange(self, request: Request) -> tuple[str, int, str | None]:
-        raw = self.post(request)
-        # Read here, inside the deadline, whatever the SDK may have left unread.
-        response = raw.http_response
-        return response.text, response.status_code, response.headers.get(self.request_id_header)
+    def _call(self, exchange: Exchange, request: Request) -> Any:
+        from fragbench.wire import calling
+
+        with calling(exchange):
+            return self.post(request)
 
     def send(self, request: Request) -> Reply:
-        sdk = self.sdk
+        from fragbench.wire import Exchange
+
+        exchange = Exchange(time.monotonic() + self.timeout, self.max_body_bytes, managed=True)
+        error: Exception | None = None
+        result: Any = None
         try:
-            text, status, request_id = within(self.timeout, lambda: self._exchange(request))
-        except (PastDeadline, sdk.APITimeoutError) as exc:
-            self.abandoned = isinstance(exc, PastDeadline)
+            result = within(self.timeout, lambda: self._call(exchange, request),
+                            grace=DEADLINE_GRACE)
+        except PastDeadline:
+            self.abandoned = True
             raise BackendFailure("timeout", f"the request timed out after {self.timeout:g} s; "
                                  f"{MAY_BE_BILLED}") from None
-        except sdk.APIConnectionError as exc:
-            raise connection_failure(exc, self.env_var) from None
-        except sdk.APIStatusError as exc:
-            code = exc.status_code
+        except Exception as exc:  # the SDK's; read below with what the transport saw
+            error = exc
+        on_wire = getattr(getattr(self.client, "_client", None), "wire", None) is not None
+        if not on_wire:
+            _from_sdk(exchange, result, error)
+        status = exchange.status
+        raw = exchange.text() if status is not None else None
+        request_id = (exchange.header(self.request_id_header) or "")[:200] or None
+        if self.on_body is not None and status is not None and (
+                exchange.complete or exchange.failure is not None):
+            self.on_body(raw or "", status)
+        if exchange.failure is not None:
+            kind, message = exchange.failure
+            raise BackendFailure(kind, message, http_status=status, raw=raw,
+                                 request_id=request_id)
+        if status is None or not exchange.complete:
+            raise self._failure(error, exchange, raw, on_wire) from None
+        if not 200 <= status < 300:
             # A redirect is never followed: that would send the call a second request (307,
             # 308) or turn it into another one (a GET after 301/302/303).
-            note = f": a redirect, not followed; {MAY_BE_BILLED}" if 300 <= code < 400 else ""
-            raise BackendFailure("http_error", f"HTTP {code} from the API{note}",
-                                 http_status=code, raw=exc.response.text,
-                                 request_id=exc.response.headers.get(self.request_id_header)
-                                 ) from None
-        except Exception as exc:  # the SDK's boundary: a body it cannot read, etc.
-            raise BackendFailure("bad_response", f"the response could not be read "
-                                 f"({type(exc).__name__})") from None
+            note = f": a redirect, not followed; {MAY_BE_BILLED}" if 300 <= status < 400 else ""
+            raise BackendFailure("http_error", f"HTTP {status} from the API{note}",
+                                 http_status=status, raw=raw, request_id=request_id)
+        return self._read(raw or "", status, request_id)
+
+    def _failure(self, error: Exception | None, exchange: Exchange, raw: str | None,
+                 on_wire: bool) -> BackendFailure:
+        """No whole response came back: why, and whether the request provably never left
+        (only fragbench's transport can prove it: it knows whether a byte was written)."""
+        sdk = self.sdk
+        started = exchange.started if on_wire else None
+        if isinstance(error, sdk.APITimeoutError):
+            if started is False:
+                return BackendFailure("timeout", f"the connection could not be opened within "
+                                      f"{self.timeout:g} s; {NEVER_SENT}", never_sent=True)
+            return BackendFailure("timeout", f"the request timed out after {self.timeout:g} s; "
+                                  f"{MAY_BE_BILLED}", raw=raw)
+        if isinstance(error, sdk.APIConnectionError):
+            failure = connection_failure(error, self.env_var, started)
+            failure.raw = raw
+            return failure
+        what = f" ({type(error).__name__})" if error is not None else ""
+        return BackendFailure("bad_response", f"the response could not be read{what}",
+                              raw=raw, never_sent=started is False)
+
+    def _read(self, text: str, status: int, request_id: str | None) -> Reply:
+        from fragbench.bounded_json import BodyError, loads
+
         try:
-            body = json.loads(text)
-        except (ValueError, RecursionError):
-            raise BackendFailure("bad_body", "the body is not JSON", raw=text,
-                                 http_status=status, request_id=request_id) from None
+            body = loads(text)
+        except BodyError as exc:
+            raise BackendFailure(exc.kind, exc.message, raw=text, http_status=status,
+                                 request_id=request_id) from None
         try:
             return self.read(body, text, request_id)
         except BackendFailure:
@@ -310,3 +544,22 @@ class SDKSession:
     def close(self) -> None:
         if not self.abandoned:
             self.client.close()
+
+
+def _from_sdk(exchange: Exchange, result: Any, error: Exception | None) -> None:
+    """Fill `exchange` from the SDK's own response, for a client not on fragbench's transport:
+    the body was read whole by that client; it is bounded here, after the fact."""
+    response = getattr(result, "http_response", None) or getattr(error, "response", None)
+    if response is None:
+        return
+    try:
+        content = response.content
+    except Exception:  # a response the SDK never read
+        return
+    exchange.status = response.status_code
+    exchange.headers = [(k.lower(), v) for k, v in response.headers.items()]
+    exchange.body[:] = content[:exchange.max_body]
+    exchange.complete = True
+    if len(content) > exchange.max_body:
+        exchange.fail("too_large", f"the response body is larger than {exchange.max_body} "
+                      f"bytes: its first {exchange.max_body} bytes are kept; {MAY_BE_BILLED}")

@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 import pytest
 from conftest import error_lines, refreeze, run_cli
-from fragbench_anthropic import AnthropicBackend, reply_from, session
+from fragbench_anthropic import DEFAULT_URL, AnthropicBackend, reply_from, session
 
 from fragbench.config import load_experiment
 from fragbench.interfaces import COST_FIELDS, BackendFailure
@@ -28,6 +28,7 @@ from fragbench.plan import verify
 from fragbench.requests import canonical_json
 from fragbench.testing import check_backend
 from fragbench.testing.loopback import ANTHROPIC_ACCOUNT, Server, http_error, ok
+from fragbench.transport import Route
 
 ROOT = Path(__file__).resolve().parents[3]
 EXPERIMENT = ROOT / "experiments" / "protocol-1.0-anthropic"
@@ -274,7 +275,9 @@ def test_no_other_credential_is_ever_used(tmp_path: Path, server: Server,
     assert alone.returncode == 4 and "ANTHROPIC_API_KEY is not set" in alone.stderr
     assert len(server.requests) == 0
 
-    opened = session({"model": MODEL, "max_tokens": 10, "timeout_seconds": 5}, KEY)
+    opened = session({"model": MODEL, "max_tokens": 10, "timeout_seconds": 5},
+                     Route(url=DEFAULT_URL, public=DEFAULT_URL, proxy=None, key=KEY,
+                           key_env="ANTHROPIC_API_KEY"))
     try:
         assert opened.client.credentials is None and opened.client.auth_token is None
     finally:

@@ -9,7 +9,11 @@
   conversation, `store=False`, `tools=[]`.
 - The key comes from OPENAI_API_KEY. The endpoint is OPENAI_BASE_URL when set, else the
   config's optional `base_url` (an OpenAI-compatible server that speaks the Responses API),
-  else the SDK's default; it is recorded without any user-info or query part.
+  else https://api.openai.com/v1; either must be a plain http(s) URL (no user-info, query or
+  fragment), checked with the key's shape before anything is sent (`check_environment`, which
+  `open` runs first).
+- No proxy from the environment (HTTP_PROXY, ALL_PROXY, ... are never read); the optional
+  `proxy` parameter (`http://host:port`) names one, frozen in the plan.
 - Only the response body is kept, never a header: headers can carry account identifiers
   (`openai-organization`, `openai-project`) and a redirect's `location` can carry anything. The
   request ID is read from `x-request-id`.
@@ -19,23 +23,27 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
 from fragbench.transport import (
+    Route,
     SDKSession,
     check_types,
     clean,
-    endpoint,
+    describe,
     key_from_env,
     no_redirects,
+    route,
+    text_or_none,
     usage_blocks,
     whole,
 )
 
 ENV_URL = "OPENAI_BASE_URL"
+ENV_KEY = "OPENAI_API_KEY"
+DEFAULT_URL = "https://api.openai.com/v1"
 
 REQUIRED: dict[str, type | tuple[type, ...]] = {
     "model": str,
@@ -47,9 +55,12 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
 }
 OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "base_url": str,
+    "proxy": str,
 }
 """`base_url` points the series at an OpenAI-compatible server that speaks the Responses API;
-OPENAI_BASE_URL, when set, takes precedence over it, as the SDK's own default does."""
+OPENAI_BASE_URL, when set, takes precedence over it, as the SDK's own default does. `proxy`
+(`http://host:port`) sends every call through that HTTP proxy (a CONNECT tunnel for an https
+endpoint); without it no proxy is used, whatever the environment says."""
 
 
 def usage_from(body: dict[str, Any]) -> Usage | None:
@@ -87,34 +98,45 @@ def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
             elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
                 refusals.append(part["refusal"])
     incomplete = body.get("incomplete_details")
-    error = body.get("error")
     return Reply(
-        status=body["status"],
-        model=body.get("model") if isinstance(body.get("model"), str) else None,
-        service_tier=body.get("service_tier") if isinstance(body.get("service_tier"), str)
-        else None,
+        status=clean(body["status"]),
+        model=text_or_none(body.get("model")),
+        service_tier=text_or_none(body.get("service_tier")),
         request_id=request_id,
         usage=usage_from(body),
         text=clean("".join(texts)) if texts else None,
         refusal=clean("\n".join(refusals)) if refusals else None,
-        incomplete_reason=incomplete.get("reason") if isinstance(incomplete, dict) else None,
-        error=json.dumps(error, ensure_ascii=False) if error else None,
+        incomplete_reason=text_or_none(incomplete.get("reason"))
+        if isinstance(incomplete, dict) else None,
+        error=error_text(body.get("error")),
         raw=raw,
     )
+
+
+def error_text(error: Any) -> str | None:
+    """The body's `error` in words: its `code` and `message` when they are strings, read
+    without walking the object (the raw body keeps all of it)."""
+    if not error:
+        return None
+    if isinstance(error, dict):
+        said = [text_or_none(error.get(k)) for k in ("code", "message")]
+        return ": ".join(s for s in said if s) or "the response reports an error"
+    return text_or_none(error) or "the response reports an error"
 
 
 class OpenAISession(SDKSession):
     """The Responses API on the shared SDK session (`fragbench.transport.SDKSession`): one
     request per call within the deadline, every failure a BackendFailure."""
 
-    def __init__(self, params: dict[str, Any], api_key: str) -> None:
+    def __init__(self, params: dict[str, Any], where: Route) -> None:
         import openai  # heavy: only when a series actually opens
 
         self.params = params
         timeout = float(params["timeout_seconds"])
-        client = openai.OpenAI(api_key=api_key, max_retries=0, timeout=timeout,
-                               base_url=endpoint(ENV_URL, params),
-                               http_client=no_redirects(openai.DefaultHttpxClient, timeout))
+        client = openai.OpenAI(api_key=where.key, max_retries=0, timeout=timeout,
+                               base_url=where.url,
+                               http_client=no_redirects(openai.DefaultHttpxClient, timeout,
+                                                        where.proxy))
         super().__init__(openai, client, timeout=timeout, env_var=ENV_URL,
                          request_id_header="x-request-id", post=self._post, read=reply_from,
                          what="Responses API response")
@@ -150,9 +172,17 @@ class OpenAIBackend:
                         usage_fields=frozenset(COST_FIELDS),
                         service_tier=params["service_tier"])
 
+    def route(self, params: dict[str, Any]) -> Route:
+        return route(params, url_env=ENV_URL, default_url=DEFAULT_URL, key_env=ENV_KEY,
+                     key=lambda: key_from_env(ENV_KEY, "OpenAI", "OPENAI_CUSTOM_HEADERS"))
+
+    def check_environment(self, params: dict[str, Any]) -> str:
+        """Where calls would go, in one line, or a FragbenchError saying why they cannot;
+        sends nothing (`fragbench.transport.route`)."""
+        return describe(self.route(params))
+
     def open(self, params: dict[str, Any]) -> OpenAISession:
-        return OpenAISession(params, key_from_env("OPENAI_API_KEY", "OpenAI",
-                                                  "OPENAI_CUSTOM_HEADERS"))
+        return OpenAISession(params, self.route(params))
 
 
 @hookimpl

@@ -17,7 +17,11 @@ model, pricing table and budget, frozen and recorded apart from the OpenAI serie
   request whatever the key, refuses the session. OpenTelemetry spans are turned off, so no
   prompt or answer leaves through a tracer.
 - The endpoint is ANTHROPIC_BASE_URL when set, else the config's optional `base_url`, else
-  https://api.anthropic.com (no `/v1`: the SDK adds it); recorded without user-info or query.
+  https://api.anthropic.com (no `/v1`: the SDK adds it); either must be a plain http(s) URL
+  (no user-info, query or fragment), checked with the key's shape before anything is sent
+  (`check_environment`, which `open` runs first).
+- No proxy from the environment (HTTP_PROXY, ALL_PROXY, ... are never read); the optional
+  `proxy` parameter (`http://host:port`) names one, frozen in the plan.
 - Only the response body is kept, never a header; the request ID is read from `request-id`.
 - Usage, in the core's terms (`fragbench.interfaces.Usage`): the Messages API reports
   `input_tokens` without the cache, so the total input is input + cache-creation + cache-read
@@ -37,12 +41,15 @@ from typing import Any
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
 from fragbench.transport import (
+    Route,
     SDKSession,
     check_types,
     clean,
-    endpoint,
+    describe,
     key_from_env,
     no_redirects,
+    route,
+    text_or_none,
     usage_blocks,
     whole,
 )
@@ -66,6 +73,7 @@ OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "thinking": str,
     "thinking_budget_tokens": int,
     "base_url": str,
+    "proxy": str,
 }
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 """`output_config.effort` as the SDK types it; not every model accepts it (the API answers 400,
@@ -108,7 +116,7 @@ def _refusal(body: dict[str, Any], text: str | None) -> str:
     explanation = details.get("explanation") if isinstance(details, dict) else None
     if text:
         return text
-    return clean(explanation) if isinstance(explanation, str) and explanation else "refusal"
+    return text_or_none(explanation) or "refusal"
 
 
 def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
@@ -129,15 +137,14 @@ def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
         status = reason
     else:
         status = "unknown_stop_reason"
-        error = f"stop_reason {reason!r} is not one fragbench knows"
+        error = clean(f"stop_reason {repr(reason)[:80]} is not one fragbench knows")
     refusal = _refusal(body, text) if reason == "refusal" else None
     usage = body.get("usage")
-    tier = usage.get("service_tier") if isinstance(usage, dict) else None
-    model = body.get("model")
     return Reply(
         status=status,
-        model=model if isinstance(model, str) else None,
-        service_tier=tier if isinstance(tier, str) else None,
+        model=text_or_none(body.get("model")),
+        service_tier=text_or_none(usage.get("service_tier")) if isinstance(usage, dict)
+        else None,
         request_id=request_id,
         usage=usage_from(body),
         # A refusal's words are its refusal, not an answer to parse.
@@ -173,8 +180,9 @@ def arguments(params: dict[str, Any], request: Request) -> dict[str, Any]:
     return args
 
 
-def session(params: dict[str, Any], api_key: str) -> SDKSession:
-    """A session on the Messages API with these (checked) parameters and this key."""
+def session(params: dict[str, Any], where: Route) -> SDKSession:
+    """A session on the Messages API with these (checked) parameters, to where `route`
+    checked, with its key."""
     import anthropic  # heavy: only when a series actually opens
 
     timeout = float(params["timeout_seconds"])
@@ -182,9 +190,9 @@ def session(params: dict[str, Any], api_key: str) -> SDKSession:
     # credential from the environment or disk; with `base_url` given, no profile chooses the
     # host.
     client = anthropic.Anthropic(
-        api_key=api_key, base_url=endpoint(ENV_URL, params) or DEFAULT_URL, max_retries=0,
+        api_key=where.key, base_url=where.url, max_retries=0,
         timeout=timeout, open_telemetry=False,
-        http_client=no_redirects(anthropic.DefaultHttpxClient, timeout))
+        http_client=no_redirects(anthropic.DefaultHttpxClient, timeout, where.proxy))
     return SDKSession(
         anthropic, client, timeout=timeout, env_var=ENV_URL, request_id_header="request-id",
         post=lambda request: client.messages.with_raw_response.create(
@@ -220,8 +228,17 @@ class AnthropicBackend:
                         usage_fields=frozenset(COST_FIELDS), service_tier=TIER_ECHOED,
                         snapshot=SNAPSHOT)
 
+    def route(self, params: dict[str, Any]) -> Route:
+        return route(params, url_env=ENV_URL, default_url=DEFAULT_URL, key_env=ENV_KEY,
+                     key=lambda: key_from_env(ENV_KEY, "Anthropic", "ANTHROPIC_CUSTOM_HEADERS"))
+
+    def check_environment(self, params: dict[str, Any]) -> str:
+        """Where calls would go, in one line, or a FragbenchError saying why they cannot;
+        sends nothing (`fragbench.transport.route`)."""
+        return describe(self.route(params))
+
     def open(self, params: dict[str, Any]) -> SDKSession:
-        return session(params, key_from_env(ENV_KEY, "Anthropic", "ANTHROPIC_CUSTOM_HEADERS"))
+        return session(params, self.route(params))
 
 
 @hookimpl

@@ -19,8 +19,12 @@ and budget).
   environment. OPENAI_ORG_ID and OPENAI_PROJECT_ID, which the SDK would send as headers, are
   not sent (a third-party server has no use for an OpenAI account's identifiers), and
   OPENAI_CUSTOM_HEADERS refuses the session.
-- The endpoint is OPENAI_BASE_URL when set, else the config's `base_url`, else the SDK's
-  default (OpenAI itself); recorded without user-info or query.
+- The endpoint is OPENAI_BASE_URL when set, else the config's `base_url`, else
+  https://api.openai.com/v1; either must be a plain http(s) URL (no user-info, query or
+  fragment), checked with the key's shape before anything is sent (`check_environment`, which
+  `open` runs first).
+- No proxy from the environment (HTTP_PROXY, ALL_PROXY, ... are never read); the optional
+  `proxy` parameter (`http://host:port`) names one, frozen in the plan.
 - Usage: `prompt_tokens` is the total input, `completion_tokens` the output (reasoning
   included), `prompt_tokens_details.cached_tokens` the cached part. Servers rarely report the
   latter, so the contract declares cached tokens only with `reports_cached_tokens = true`; an
@@ -40,18 +44,22 @@ from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import BackendFailure, Contract, Reply, Request, Usage
 from fragbench.redact import SECRET_ENV
 from fragbench.transport import (
+    Route,
     SDKSession,
     check_types,
     clean,
-    endpoint,
+    describe,
     key_from_env,
     no_redirects,
     refuse_env_headers,
+    route,
+    text_or_none,
     usage_blocks,
     whole,
 )
 
 ENV_URL = "OPENAI_BASE_URL"
+DEFAULT_URL = "https://api.openai.com/v1"
 NO_KEY = "no-key"
 """Sent in place of a key to a server that takes none (`key_env = ""`)."""
 
@@ -68,6 +76,7 @@ OPTIONAL: dict[str, type | tuple[type, ...]] = {
     "reasoning_effort": str,
     "service_tier": str,
     "reports_cached_tokens": bool,
+    "proxy": str,
 }
 SENT_IF_SET = ("temperature", "seed", "reasoning_effort", "service_tier")
 
@@ -115,12 +124,11 @@ def reply_from(body: Any, raw: str, request_id: str | None) -> Reply:
         status, incomplete = reason, None
     else:
         status, incomplete = "unknown_finish_reason", None
-        error = f"finish_reason {reason!r} is not one fragbench knows"
-    model, tier = body.get("model"), body.get("service_tier")
+        error = clean(f"finish_reason {repr(reason)[:80]} is not one fragbench knows")
     return Reply(
         status=status,
-        model=model if isinstance(model, str) else None,
-        service_tier=tier if isinstance(tier, str) else None,
+        model=text_or_none(body.get("model")),
+        service_tier=text_or_none(body.get("service_tier")),
         request_id=request_id,
         usage=usage_from(body),
         text=clean(content) if isinstance(content, str) and content else None,
@@ -144,18 +152,19 @@ def arguments(params: dict[str, Any], request: Request) -> dict[str, Any]:
     }
 
 
-def session(params: dict[str, Any], api_key: str) -> SDKSession:
-    """A session on a Chat Completions server with these (checked) parameters and this key."""
+def session(params: dict[str, Any], where: Route) -> SDKSession:
+    """A session on a Chat Completions server with these (checked) parameters, to where
+    `route` checked, with its key (or the placeholder for a server that takes none)."""
     import openai  # heavy: only when a series actually opens
 
     timeout = float(params["timeout_seconds"])
     client = openai.OpenAI(
-        api_key=api_key, max_retries=0, timeout=timeout, base_url=endpoint(ENV_URL, params),
+        api_key=where.key or NO_KEY, max_retries=0, timeout=timeout, base_url=where.url,
         # Omitted, not merely unset: the SDK would otherwise fill them from OPENAI_ORG_ID and
         # OPENAI_PROJECT_ID.
         default_headers={"OpenAI-Organization": openai.Omit(),  # type: ignore[dict-item]
                          "OpenAI-Project": openai.Omit()},
-        http_client=no_redirects(openai.DefaultHttpxClient, timeout))
+        http_client=no_redirects(openai.DefaultHttpxClient, timeout, where.proxy))
     return SDKSession(
         openai, client, timeout=timeout, env_var=ENV_URL, request_id_header="x-request-id",
         post=lambda request: client.chat.completions.with_raw_response.create(
@@ -188,15 +197,28 @@ class OpenAIChatBackend:
                         usage_fields=frozenset(fields),
                         service_tier=params.get("service_tier"))
 
-    def open(self, params: dict[str, Any]) -> SDKSession:
+    def route(self, params: dict[str, Any]) -> Route:
         key_env = params.get("key_env", "OPENAI_API_KEY")
         if not key_env:  # a server that takes no key: the placeholder, never a key found
-            refuse_env_headers("OPENAI_CUSTOM_HEADERS")
-            return session(params, NO_KEY)
-        key = key_from_env(key_env, "server's", "OPENAI_CUSTOM_HEADERS",
-                           " is not set (the config's key_env): export the server's key in the "
-                           'environment, or set key_env = "" for a server that takes none,')
-        return session(params, key)
+            def key() -> str:
+                refuse_env_headers("OPENAI_CUSTOM_HEADERS")
+                return NO_KEY
+        else:
+            def key() -> str:
+                return key_from_env(
+                    key_env, "server's", "OPENAI_CUSTOM_HEADERS",
+                    " is not set (the config's key_env): export the server's key in the "
+                    'environment, or set key_env = "" for a server that takes none,')
+        return route(params, url_env=ENV_URL, default_url=DEFAULT_URL, key=key,
+                     key_env=key_env or None)
+
+    def check_environment(self, params: dict[str, Any]) -> str:
+        """Where calls would go, in one line, or a FragbenchError saying why they cannot;
+        sends nothing (`fragbench.transport.route`)."""
+        return describe(self.route(params))
+
+    def open(self, params: dict[str, Any]) -> SDKSession:
+        return session(params, self.route(params))
 
 
 @hookimpl
