@@ -9,8 +9,10 @@ can hold the rules to account. Expected outcomes are the protocol's, worked out 
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -20,6 +22,7 @@ from fragbench.budget import UnknownCost, cost
 from fragbench.collect import collect
 from fragbench.config import BackendConfig
 from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
+from fragbench.interruption import Interruption
 from fragbench.journal import Journal, read_journal
 
 USAGE = Usage(input_tokens=1000, cached_tokens=0, cache_write_tokens=0, output_tokens=100,
@@ -63,10 +66,10 @@ class Raises:
         return None
 
 
-def run(tmp_path: Path, script: list[tuple[str, str, str | None]] | Raises,
+def run(tmp_path: Path, script: list[tuple[str, str, str | None]] | Raises | Replies,
         tier: str | None = None, reserved: Decimal = Decimal(1),
-        input_bound: int | None = None, snapshot: str | None = None
-        ) -> tuple[object, int, list[dict]]:
+        input_bound: int | None = None, snapshot: str | None = None, **options: Any
+        ) -> tuple[Any, int, list[dict]]:
     params = {"model": "m"} if tier is None else {"model": "m", "service_tier": tier}
     contract = Contract(model="m", output_ceiling=10**6, usage_fields=frozenset(COST_FIELDS),
                         service_tier=tier)
@@ -77,10 +80,10 @@ def run(tmp_path: Path, script: list[tuple[str, str, str | None]] | Raises,
     calls = [planned(i) for i in range(3)]
     tmp_path.mkdir(exist_ok=True)
     journal = Journal(tmp_path / "journal.jsonl")
-    session = script if isinstance(script, Raises) else Replies(script)
+    session = script if isinstance(script, Raises | Replies) else Replies(script)
     bounds = None if input_bound is None else {c.seq: input_bound for c in calls}
     stop = collect(calls, {c.seq: reserved for c in calls}, session, backend, journal, None,
-                   input_bounds=bounds)
+                   input_bounds=bounds, **options)
     journal.close()
     return stop, session.sent, read_journal(tmp_path / "journal.jsonl")
 
@@ -193,3 +196,127 @@ def test_a_snapshot_is_the_same_model_in_the_contract_s_own_naming(tmp_path: Pat
     stop, _, _ = run(tmp_path / "c", [("completed", "m-2025-10-01", None)],
                      snapshot=r"-\d{8}")
     assert stop is not None and stop.reason == "changed_model"
+
+
+# -- Issue 14: interruptions, progress that cannot be printed, bodies recorded first -----------
+
+COMPLETED = ("completed", "m", None)
+
+
+class InterruptedAt(Replies):
+    """Requests the interruption while call `at` (1-based) is in flight, then answers it."""
+
+    def __init__(self, interruption: Interruption, at: int) -> None:
+        super().__init__([COMPLETED] * 3)
+        self.interruption, self.at = interruption, at
+
+    def send(self, request: Request) -> Reply:
+        if self.sent + 1 == self.at:
+            self.interruption.request()
+        return super().send(request)
+
+
+def test_an_interruption_records_the_call_in_flight_and_starts_no_other(tmp_path: Path) -> None:
+    stop_asked = Interruption()
+    session = InterruptedAt(stop_asked, at=2)
+    stop, sent, records = run(tmp_path, session, interruption=stop_asked)
+    assert stop is not None and (stop.reason, stop.seq, sent) == ("interrupted", 3, 2)
+    kinds = [(r["type"], r.get("seq")) for r in records if r["type"] != "header"]
+    assert kinds == [("reserve", 1), ("outcome", 1), ("reserve", 2), ("outcome", 2),
+                     ("stop", 3)]
+    assert "calls 1-2 recorded" in records[-1]["detail"]
+
+
+def test_an_interruption_before_the_first_call_sends_nothing(tmp_path: Path) -> None:
+    stop_asked = Interruption()
+    stop_asked.request()
+    stop, sent, records = run(tmp_path, [COMPLETED] * 3, interruption=stop_asked)
+    assert stop is not None and (stop.reason, stop.seq, sent) == ("interrupted", 1, 0)
+    assert [r["type"] for r in records] == ["stop"]
+
+
+class Hangs(Replies):
+    """Never answers call 2 by itself: a second interruption must end the wait."""
+
+    def __init__(self, interruption: Interruption) -> None:
+        super().__init__([COMPLETED] * 3)
+        self.interruption = interruption
+        self.release = threading.Event()
+
+    def send(self, request: Request) -> Reply:
+        if self.sent == 1:
+            self.sent += 1
+            self.interruption.request()
+            self.interruption.request()  # the second Ctrl-C
+            self.release.wait()
+            raise RuntimeError("released after the test")
+        return super().send(request)
+
+
+def test_a_second_interruption_abandons_the_call_in_flight(tmp_path: Path) -> None:
+    stop_asked = Interruption()
+    session = Hangs(stop_asked)
+    try:
+        stop, _, records = run(tmp_path, session, interruption=stop_asked)
+    finally:
+        session.release.set()
+    assert stop is not None and (stop.reason, stop.seq, stop.abandoned) == ("interrupted", 2, True)
+    kinds = [(r["type"], r.get("seq")) for r in records]
+    assert kinds == [("reserve", 1), ("outcome", 1), ("reserve", 2), ("stop", 2)]
+    assert "abandoned" not in records[-1]  # said, not recorded
+
+
+def test_progress_that_cannot_be_printed_stops_nothing(tmp_path: Path) -> None:
+    def closed_pipe(progress: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    stop, sent, records = run(tmp_path, [COMPLETED] * 3, on_progress=closed_pipe)
+    assert stop is None and sent == 3 and records[-1]["type"] == "end"
+
+
+class Bodies(Replies):
+    """Hands each body to `on_body` before answering, as fragbench's transport does."""
+
+    on_body = None
+
+    def send(self, request: Request) -> Reply:
+        assert self.on_body is not None, "the collector sets on_body before each call"
+        self.on_body(f"body {self.sent + 1}", 200)
+        return super().send(request)
+
+
+def test_each_body_is_journaled_before_its_outcome(tmp_path: Path) -> None:
+    stop, sent, records = run(tmp_path, Bodies([COMPLETED] * 3))
+    assert stop is None and sent == 3
+    received = [(r["type"], r["seq"], r.get("raw")) for r in records
+                if r["type"] in ("received", "outcome")]
+    assert received[:2] == [("received", 1, "body 1"), ("outcome", 1, None)]
+    assert [r[0] for r in received] == ["received", "outcome"] * 3
+
+
+class Full:
+    """A journal whose disk filled before call 2's body: the append of a `received` fails."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal, self.redactor, self.path = journal, journal.redactor, journal.path
+
+    def append(self, record: dict[str, Any]) -> None:
+        if record["type"] == "received" and record["seq"] == 2:
+            raise OSError(28, "No space left on device", str(self.path))
+        self.journal.append(record)
+
+
+def test_a_body_that_cannot_be_journaled_stops_the_series_and_is_kept(tmp_path: Path) -> None:
+    contract = Contract(model="m", output_ceiling=10**6, usage_fields=frozenset(COST_FIELDS))
+    backend = BackendConfig(name="m", plugin="scripted", params={"model": "m"},
+                            pricing=PRICING, contract=contract)
+    calls = [planned(i) for i in range(3)]
+    journal = Journal(tmp_path / "journal.jsonl")
+    session = Bodies([COMPLETED] * 3)
+    stop = collect(calls, {c.seq: Decimal(1) for c in calls}, session, backend,
+                   Full(journal), None)  # type: ignore[arg-type]
+    journal.close()
+    assert stop is not None and (stop.reason, stop.seq, session.sent) == ("cannot_record", 2, 1)
+    assert stop.unrecorded is not None and '"raw": "body 2"' in stop.unrecorded
+    assert stop.detail.count("No space left on device") == 1
+    assert f"cannot write {tmp_path / 'journal.jsonl'} (No space left" in stop.detail

@@ -173,6 +173,7 @@ def test_a_ledger_that_cannot_be_written_is_named(experiment: Path, server: Serv
     [line] = error_lines(proc.stderr)
     ledger = ledger_store / "protocol-1.0-openai.jsonl"
     assert f"ledger {ledger}: cannot be written" in line and "FRAGBENCH_LEDGER_DIR" in line
+    assert line.count(str(ledger)) == 1 and "bytes written" in line  # said once, and why
     assert "free space" in line and "nothing was sent" in line
     assert not ledger.exists() and not out.exists() and server.requests == []
 
@@ -299,3 +300,26 @@ def test_a_billed_run_prints_every_call_with_its_money(experiment: Path,
     assert len(lines) == 72
     assert all("series spent" in line and "budget used" in line and "left" in line
                for line in lines)
+
+
+def test_a_body_that_cannot_be_journaled_stops_the_series_and_is_printed(
+        experiment: Path, server: Server) -> None:
+    """A file-size limit makes the journal refuse call 2's body, as a full disk would: the
+    series stops there (cannot_record), and the body, paid for, is printed instead."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+
+    marker = "PAID-FOR-AND-KEPT"
+    server.script[1] = ok(text=marker + " " * 150_000)  # its record crosses the limit
+    out = experiment.parent.parent / "outputs"
+    proc = subprocess.run([sys.executable, "-m", "fragbench", "run", str(experiment), *OPENAI,
+                           "--out", str(out)], cwd=ROOT, env=process_env(env_for(server)),
+                          capture_output=True, text=True, preexec_fn=limit, check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert len(server.requests) == 2
+    [kept] = [line for line in error_lines(proc.stderr) if "unrecorded outcome of call 2" in line]
+    assert marker in kept and '"type": "received"' in kept
+    [stop] = [line for line in error_lines(proc.stderr) if "series stopped" in line]
+    assert "cannot_record" in stop and "journal.jsonl" in stop
+    journal = (out / "protocol-1.0" / "openai" / "journal.jsonl").read_bytes()
+    assert b'"type": "outcome", "call_id": "price-en-B-full-r1"' not in journal
