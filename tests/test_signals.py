@@ -205,3 +205,20 @@ def test_a_second_ctrl_c_abandons_the_wait(experiment: Path, server: Server,
     assert status["state"] == "interrupted"
     [line] = error_lines("\n".join(stderr))
     assert "interrupted (SIGINT) at call 2 of 72: call 1 recorded; call 2 was abandoned" in line
+
+
+def test_a_hangup_ignored_as_nohup_ignores_it_stays_ignored(experiment: Path, server: Server,
+                                                            gate: threading.Event) -> None:
+    """`nohup fragbench run …`: the terminal may close, the run goes on to the end."""
+    def as_nohup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    run = start_run(experiment, server, preexec_fn=as_nohup)
+    wait_for("call 2 at the server", lambda: len(server.requests) >= 2 or
+             run.proc.poll() is not None)
+    # An ignored signal is discarded as it is sent: nothing can be waiting for it after this.
+    run.proc.send_signal(signal.SIGHUP)
+    gate.set()
+    assert run.proc.wait(PATIENCE) == 0, run.stderr.rest()
+    assert len(server.requests) == 72
+    assert journal(run.series_dir)[-1]["type"] == "end"
