@@ -18,6 +18,7 @@ from test_report_compare import section_table
 
 import fragbench
 from fragbench.budget import usd
+from fragbench.compare import SkippedSeries
 from fragbench.errors import SeriesError
 
 MONEY = pl.Decimal(38, 18)
@@ -187,5 +188,9 @@ def test_scan_refuses_money_written_as_float(extractive: Path) -> None:
     # into floats, and says how to rebuild it.
     path = extractive / "calls.parquet"
     pl.read_parquet(path).with_columns(pl.col("cost_usd").cast(pl.Float64)).write_parquet(path)
-    with pytest.raises(SeriesError, match=r"calls\.parquet.*cost_usd.*fragbench measure"):
+    refused = r"calls\.parquet.*cost_usd.*fragbench measure"
+    with pytest.raises(SeriesError, match=refused):
+        fragbench.scan(extractive.parent, strict=True)
+    # By default the series is named in a warning (the only one here: then its error too).
+    with pytest.warns(SkippedSeries, match=refused), pytest.raises(SeriesError, match=refused):
         fragbench.scan(extractive.parent)

@@ -26,16 +26,18 @@ def __getattr__(name: str) -> str:
     raise AttributeError(f"module 'fragbench' has no attribute {name!r}")
 
 
-def scan(path: str | Path) -> dict[str, pl.LazyFrame]:
+def scan(path: str | Path, strict: bool = False) -> dict[str, pl.LazyFrame]:
     """Table name -> LazyFrame over every series at or under `path`.
 
     Every table has `experiment`, `series`, the series' `state` (complete, stopped,
     interrupted) and `series_stop_reason` columns; the `series` table has one row per series
-    (backend, is_model, state, calls planned and sent). Details: `fragbench.compare.scan`.
+    (backend, is_model, state, calls planned and sent). A series under a folder that cannot be
+    read is skipped with a warning (`fragbench.compare.SkippedSeries`) naming it; `strict=True`
+    raises its error instead. Details: `fragbench.compare.scan`.
     """
     from fragbench.compare import scan as _scan
 
-    return _scan(path)
+    return _scan(path, strict=strict)
 
 
 __all__ = ["__version__", "scan"]

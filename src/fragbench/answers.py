@@ -29,6 +29,8 @@ def parse_answer(text: str | None) -> ParsedAnswer:
         data: Any = json.loads(text)
     except json.JSONDecodeError as exc:
         return ParsedAnswer(False, None, None, f"not JSON ({exc.msg} at {exc.pos})")
+    except (ValueError, RecursionError):  # a model's text: a number too long, nesting too deep
+        return ParsedAnswer(False, None, None, "not JSON (a number too long or nested too deep)")
     if not isinstance(data, dict) or set(data) != {"answer", "citations"}:
         return ParsedAnswer(False, None, None, "not an object with exactly answer and citations")
     if not isinstance(data["answer"], str) or not isinstance(data["citations"], list):

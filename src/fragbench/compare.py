@@ -16,6 +16,7 @@ two providers (model backends of different plugins) are compared only when both 
 from __future__ import annotations
 
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -94,25 +95,60 @@ def _series_row(info: dict[str, Any], calls: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def scan(path: str | Path) -> dict[str, pl.LazyFrame]:
+class SkippedSeries(UserWarning):
+    """`scan` left out a series it could not read (the message names it and says why)."""
+
+
+def _series_frames(d: Path) -> dict[str, list[pl.LazyFrame]]:
+    """One series' tables, labelled, plus its `series` row; SeriesError if it is unreadable
+    (status.json, measures.json or a table's schema)."""
+    info = _series_info(d)
+    frames: dict[str, list[pl.LazyFrame]] = {}
+    for name, rel in tables_of(d):
+        frame = pl.scan_parquet(d / rel)
+        _check_schema(frame, d, rel)
+        frames.setdefault(name, []).append(frame.with_columns(*_labels(info)))
+        if name == "calls":
+            frames.setdefault("series", []).append(_series_row(info, frame))
+    return frames
+
+
+def scan(path: str | Path, strict: bool = False) -> dict[str, pl.LazyFrame]:
     """Table name -> LazyFrame over every series at or under `path`.
 
     Every table gains `experiment`, `series`, `state` (status.json: complete, stopped or
     interrupted) and `series_stop_reason` (technical_failure, changed_model, unknown_cost,
-    budget; null unless stopped). The `series` table has one row per series: those four, then
-    backend, backend_plugin, is_model, calls_planned and calls_sent. Keep only complete series
-    with `pl.col("state") == "complete"` on any table, or pick series from the `series` table
-    and keep their rows with one semi join on ("experiment", "series").
+    budget, cannot_record, interrupted; null when complete or interrupted without a stop
+    record). The `series` table has one row per series: those four, then backend,
+    backend_plugin, is_model, calls_planned and calls_sent. Keep only complete series with
+    `pl.col("state") == "complete"` on any table, or pick series from the `series` table and
+    keep their rows with one semi join on ("experiment", "series").
+
+    A series that cannot be read (its status.json, measures.json or a table's schema) is left
+    out with a `SkippedSeries` warning naming its folder and why, so that the others can still
+    be read; with `strict=True`, or when `path` is itself a series folder, its error is raised
+    instead. If no series under `path` can be read, the first one's error is raised after the
+    warnings. Only the schemas are read here: a table whose data is damaged past its metadata
+    fails when collected.
     """
+    dirs = series_dirs(Path(path))
+    strict = strict or dirs == [Path(path)]
     frames: dict[str, list[pl.LazyFrame]] = {}
-    for d in series_dirs(Path(path)):
-        info = _series_info(d)
-        for name, rel in tables_of(d):
-            frame = pl.scan_parquet(d / rel)
-            _check_schema(frame, d, rel)
-            frames.setdefault(name, []).append(frame.with_columns(*_labels(info)))
-            if name == "calls":
-                frames.setdefault("series", []).append(_series_row(info, frame))
+    first_error: SeriesError | None = None
+    for d in dirs:
+        try:
+            found = _series_frames(d)
+        except SeriesError as exc:
+            if strict:
+                raise
+            first_error = first_error or exc
+            warnings.warn(f"{d}: series skipped, it cannot be read: {exc}", SkippedSeries,
+                          stacklevel=3)
+            continue
+        for name, parts in found.items():
+            frames.setdefault(name, []).extend(parts)
+    if not frames and first_error is not None:
+        raise first_error
     return {name: pl.concat(parts, how="diagonal_relaxed") for name, parts in frames.items()}
 
 
@@ -154,7 +190,7 @@ def _side(path: Path) -> tuple[Path, dict[str, Any], pl.DataFrame]:
         raise SeriesError(f"{path}: holds {len(dirs)} series; name one series folder.")
     d = dirs[0]
     info = _series_info(d)
-    tables = scan(d)
+    tables = scan(d, strict=True)
     calls = tables["calls"].select(*CELL, "call_id", "status", "cost_usd", "request_sha256")
     if "citations_per_call" in tables:
         per_call = tables["citations_per_call"].select(

@@ -167,10 +167,22 @@ refused.
 ## journal.jsonl
 
 Append-only, one JSON object per line, each fsync'ed before the collector goes on: `header`,
-then per call `reserve` (before the request leaves) and `outcome` (after it returns), then
-`stop` or `end`. A torn last line (a crash mid-write) is ignored when reading; a `reserve`
-without its `outcome` counts as spent at its whole reservation. No key, header or account
-identifier is ever written.
+then per call `reserve` (before the request leaves), `received` (the body as it arrived,
+before anything parses it) and `outcome` (after it returns), then `stop` or `end`. A torn last
+line (a crash mid-write) is ignored when reading; a `reserve` without its `outcome` counts as
+spent at its whole reservation (the call is `interrupted` in calls.parquet, which shows its
+received body if there is one). No key, header or account identifier is ever written.
+
+Every line is valid UTF-8: text that is not valid Unicode (a lone surrogate such as a JSON
+`\\ud83d` in an answer) is kept as the six characters of its escape, `\\ud83d`, in the journal
+and in every table, also when read from an older journal. A journal is checked when read, like
+the ledger: a line that is not a record fragbench writes (an unknown type; an amount that is
+not a non-negative decimal string with at most 18 decimals and 20 integer digits; a status
+that is not text of at most 100 characters; a stop reason other than technical_failure,
+changed_model, unknown_cost, budget, cannot_record, interrupted; a call or position that the
+frozen plan does not have; a second reservation or outcome of one call; a call after the
+series' stop or end) is refused in one line naming the file and the line number: restore the
+journal from your backup. Nothing is rebuilt from it.
 """
 
 

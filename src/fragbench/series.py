@@ -10,9 +10,8 @@ with no call, byte for byte.
 from __future__ import annotations
 
 import json
-import os
 import re
-from decimal import Context, Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,22 @@ from fragbench.budget import usd
 from fragbench.columns import MONEY_PRECISION, MONEY_SCALE, MONEY_TYPE
 from fragbench.errors import PluginError, SeriesError, first_line
 from fragbench.interfaces import MeasureInput, check_frame
-from fragbench.journal import JOURNAL_FILE, read_journal, spent, write_atomically
+from fragbench.journal import (
+    JOURNAL_FILE,
+    exact_money,
+    read_journal,
+    spent,
+    valid_unicode,
+    write_atomically,
+    write_synced,
+)
 
 # Money columns are exact decimals, never floats: a float sum drifts (0.0030239999999999976
 # for 0.003024) where the journal and status.json are exact. Scale 18 holds every amount the
 # frozen prices can give (a rate with a few decimals per 10^6 tokens needs about 8) with room
 # to spare; precision 38 (the most Parquet's 128-bit decimals hold) leaves 20 integer digits.
 MONEY = pl.Decimal(MONEY_PRECISION, MONEY_SCALE)
-_MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_SCALE)
-_MONEY_CONTEXT = Context(prec=MONEY_PRECISION, traps=[InvalidOperation])
+INT64_MAX = 2**63 - 1
 
 
 def money(amount: str | int | Decimal | None, where: str) -> Decimal | None:
@@ -47,12 +53,8 @@ def money(amount: str | int | Decimal | None, where: str) -> Decimal | None:
     if isinstance(amount, float | bool):
         raise SeriesError(f"{where}: {amount!r} is a float, not a decimal amount; money is "
                           "recorded as decimal strings.")
-    try:
-        exact = Decimal(amount)
-        fitted = exact.quantize(_MONEY_QUANTUM, context=_MONEY_CONTEXT)
-    except InvalidOperation:
-        fitted = None
-    if fitted is None or fitted != exact:
+    fitted = exact_money(amount)
+    if fitted is None:
         raise SeriesError(f"{where}: {amount} USD does not fit the money columns' "
                           f"{MONEY_TYPE} (at most {MONEY_SCALE} decimals and "
                           f"{MONEY_PRECISION - MONEY_SCALE} integer digits); refusing to round "
@@ -73,11 +75,13 @@ CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
     "status": (pl.String, "completed, incomplete, failed, cancelled, queued, in_progress, "
                           "interrupted (sent, outcome never recorded) or not_sent"),
     "stop_reason": (pl.String, "on the call where the series stopped: technical_failure, "
-                               "changed_model, unknown_cost, budget; null elsewhere"),
+                               "changed_model, unknown_cost, budget, cannot_record, "
+                               "interrupted; null elsewhere"),
     "stop_detail": (pl.String, "why, in words"),
     "failure": (pl.String, "technical failure kind: http_error, timeout, connection, bad_body, "
                            "bad_response"),
-    "http_status": (pl.Int32, "HTTP status of a failed request"),
+    "http_status": (pl.Int32, "HTTP status of a failed request, or of a body that arrived "
+                              "for a call whose outcome was never recorded"),
     "error": (pl.String, "error message (the provider's, or the failure's)"),
     "model": (pl.String, "model as returned"),
     "service_tier": (pl.String, "service tier as returned"),
@@ -106,7 +110,9 @@ CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
     "refusal": (pl.String, "refusal text, if the model refused"),
     "incomplete_reason": (pl.String, "incomplete_details.reason"),
     "text": (pl.String, "the raw answer text"),
-    "raw_response": (pl.String, "the raw response body (JSON), never a header"),
+    "raw_response": (pl.String, "the raw response body (JSON), never a header; for a call "
+                                "whose outcome was never recorded (status interrupted), the "
+                                "body as it arrived, if it did"),
     "redacted": (pl.Boolean, "a secret was redacted from this call's recorded outcome: its "
                              "text may differ from what came back (a citation may no longer "
                              "hold word for word); null when not sent"),
@@ -119,12 +125,11 @@ def write_parquet(frame: pl.DataFrame, path: Path) -> None:
 
 
 def write_json(value: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
+    """Durable and atomic: written beside and fsync'ed, then renamed into place; a failure
+    (a full disk) leaves the old file or none, no temporary file, and an OSError naming
+    `path`. Text that is not valid Unicode is escaped (`fragbench.journal.valid_text`)."""
+    data = (json.dumps(valid_unicode(value), ensure_ascii=False, indent=2) + "\n").encode()
+    write_atomically(path, lambda tmp: write_synced(tmp, data))
 
 
 def require_series(series_dir: Path) -> None:
@@ -136,18 +141,30 @@ def require_series(series_dir: Path) -> None:
 
 
 def read_json(path: Path) -> Any:
+    """A series' JSON file (series.json, status.json, plan.json, measures.json), its text made
+    valid Unicode (`fragbench.journal.valid_text`: a hand edit's `\\ud83d` never breaks a
+    table or a report); one line naming the file when it cannot be read."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return valid_unicode(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:
         raise SeriesError(f"{path}: cannot be read as JSON ({exc}); is this a series folder?") \
             from None
 
 
 def series_state(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """complete, stopped or interrupted (no end or stop record), with the stop if any."""
+    """The series' state, its stop record (or None) and what it spent.
+
+    `complete` (an end record), `stopped` (a stop record), or `interrupted`: a stop of reason
+    `interrupted` (Ctrl-C or SIGTERM; the call in flight was recorded first), or neither an
+    end nor a stop record (the process died or the disk filled)."""
     stop = next((r for r in records if r.get("type") == "stop"), None)
     ended = any(r.get("type") == "end" for r in records)
-    state = "complete" if ended else "stopped" if stop else "interrupted"
+    if ended:
+        state = "complete"
+    elif stop is not None and stop.get("reason") != "interrupted":
+        state = "stopped"
+    else:
+        state = "interrupted"
     return {"state": state, "stop": stop, "spent_usd": usd(spent(records))}
 
 
@@ -158,8 +175,16 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
 
     `supplied_texts` comes from the plan where it lists them (a span chunker's plan); a plan
     that does not showed each supplied ID its whole sentence, taken from `facts` (case, lang,
-    fact_id, text) when given, else left null."""
+    fact_id, text) when given, else left null.
+
+    A call sent whose outcome was never recorded (a crash) is `interrupted`, counted at its
+    reservation; if its body had arrived (a `received` record), `raw_response` and
+    `http_status` show it, so that what was paid for can be read. Every string is made valid
+    Unicode (`fragbench.journal.valid_text`: an old or hand-written journal, or an answer
+    whose JSON escapes a lone surrogate, never breaks the table), and a token count a
+    64-bit column cannot hold (a hostile server's) is null, its raw body keeping it."""
     reserves = {r["call_id"]: r for r in records if r.get("type") == "reserve"}
+    received = {r["call_id"]: r for r in records if r.get("type") == "received"}
     outcomes = {r["call_id"]: r for r in records if r.get("type") == "outcome"}
     stops = {r["call_id"]: r for r in records if r.get("type") == "stop"}
     rows = []
@@ -167,9 +192,12 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
         cid = planned["id"]
         out = outcomes.get(cid, {})
         res = reserves.get(cid)
+        arrived = received.get(cid, {})
         stop = stops.get(cid, {})
-        usage = out.get("usage") or {}
-        status = out.get("status") or ("interrupted" if res else "not_sent")
+        usage = {k: v if isinstance(v, int) and -INT64_MAX <= v <= INT64_MAX else None
+                 for k, v in (out.get("usage") or {}).items()}
+        status = out.get("status") if out else "interrupted" if res else "not_sent"
+        raw = out.get("raw") if out.get("raw") is not None else arrived.get("raw")
         where = f"{JOURNAL_FILE}, call {cid}"
         reserved = money(res["reserved_usd"], f"{where}, reserved_usd") if res else None
         known = money(out.get("cost_usd"), f"{where}, cost_usd")
@@ -181,7 +209,8 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
             "lang": planned["lang"], "variant": planned["variant"], "mode": planned["mode"],
             "rep": planned["rep"], "backend": info["backend"], "is_model": info["is_model"],
             "status": status, "stop_reason": stop.get("reason"), "stop_detail": stop.get("detail"),
-            "failure": out.get("failure"), "http_status": out.get("http_status"),
+            "failure": out.get("failure"),
+            "http_status": out.get("http_status") if out else arrived.get("http_status"),
             "error": out.get("error"), "model": out.get("model"),
             "service_tier": out.get("service_tier"), "request_id": out.get("request_id"),
             "input_tokens": usage.get("input_tokens"), "cached_tokens": usage.get("cached_tokens"),
@@ -198,9 +227,11 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
             "answer": parsed.answer if parsed else None,
             "citations": parsed.citations if parsed else None,
             "refusal": out.get("refusal"), "incomplete_reason": out.get("incomplete_reason"),
-            "text": out.get("text"), "raw_response": out.get("raw"),
-            "redacted": bool(out.get("redacted")) if out else None,
+            "text": out.get("text"), "raw_response": raw,
+            "redacted": bool(out.get("redacted") or arrived.get("redacted"))
+            if out or arrived else None,
         })
+        rows[-1] = valid_unicode(rows[-1])
     table = pl.DataFrame(rows, schema={k: dtype for k, (dtype, _) in CALLS_SCHEMA.items()})
     return table if facts is None else _sentences_where_unlisted(table, facts)
 
@@ -269,7 +300,8 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
     plan = read_json(series_dir / "plan.json")
     info = read_json(series_dir / "series.json")
     journal = series_dir / JOURNAL_FILE
-    records = read_journal(journal) if journal.exists() else []
+    plan_calls = {c["id"]: c["seq"] for c in plan["schedule"]}
+    records = read_journal(journal, plan_calls) if journal.exists() else []
     try:
         facts = pl.read_parquet(series_dir / "facts.parquet")
         retrieval = pl.read_parquet(series_dir / "retrieval.parquet")
