@@ -502,7 +502,7 @@ class SDKSession:
             note = f": a redirect, not followed; {MAY_BE_BILLED}" if 300 <= status < 400 else ""
             raise BackendFailure("http_error", f"HTTP {status} from the API{note}",
                                  http_status=status, raw=raw, request_id=request_id)
-        return self._read(raw or "", status, request_id)
+        return self._read(raw or "", exchange.readable(), status, request_id)
 
     def _failure(self, error: Exception | None, exchange: Exchange, raw: str | None,
                  on_wire: bool) -> BackendFailure:
@@ -524,11 +524,13 @@ class SDKSession:
         return BackendFailure("bad_response", f"the response could not be read{what}",
                               raw=raw, never_sent=started is False)
 
-    def _read(self, text: str, status: int, request_id: str | None) -> Reply:
+    def _read(self, text: str, readable: str, status: int, request_id: str | None) -> Reply:
+        """`readable` parsed (bounded) and read; `text`, the body with invalid bytes escaped,
+        is what is kept as raw."""
         from fragbench.bounded_json import BodyError, loads
 
         try:
-            body = loads(text)
+            body = loads(readable)
         except BodyError as exc:
             raise BackendFailure(exc.kind, exc.message, raw=text, http_status=status,
                                  request_id=request_id) from None

@@ -112,6 +112,11 @@ class Exchange:
         UTF-8 escaped (`\\xNN`)."""
         return bytes(self.body).decode("utf-8", "backslashreplace")
 
+    def readable(self) -> str:
+        """The body as text to parse: UTF-8, any invalid byte read as U+FFFD (the answer it
+        holds stays readable; `text()` keeps the byte itself, escaped)."""
+        return bytes(self.body).decode("utf-8", "replace")
+
     def fail(self, kind: str, message: str) -> None:
         if self.failure is None:  # the first problem found is the one reported
             self.failure = (kind, message)

@@ -19,14 +19,18 @@ fail.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import itertools
+import json
 import math
 import os
+import re
 import socket
 import tempfile
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
@@ -42,11 +46,18 @@ from fragbench.testing.loopback import (
     Server,
     answer_for,
     drop,
+    edited,
+    followed_by,
+    gzip_bomb,
+    gzipped,
     http_error,
     json_body,
+    lying_length,
     ok,
     raw,
+    raw_bytes,
     redirect,
+    second_response,
     sleep,
     trickle,
 )
@@ -329,6 +340,19 @@ NO_SECRET = "no secret written"
 CONTRACT = "its declared contract"
 DEADLINE = "the timeout bounds the whole request"
 READS = "the answer read as sent"
+OWN_CONNECTION = "each call on a connection of its own"
+DOUBTFUL = "a response that may not be this call's is no answer"
+ONE_READING = "a body with a repeated key is no response"
+RECORD_FIRST = "the body recorded first, then parsed bounded"
+SAYS_WHY = "a failure says what happened"
+
+KIT_MAX_BODY = 1 << 20
+"""The body bound the kit sets (`session.max_body_bytes`, as `fragbench run` sets it from the
+frozen plan's `max_response_bytes`) on a session that has one."""
+BOMB_SIZE = 64 << 20
+"""What the kit's gzip bomb decompresses to (from about 64 KiB on the wire)."""
+LINE_BOUND = 4 * KIT_MAX_BODY
+"""The longest journal line a bounded body may make (a bomb unbounded makes a 64 MiB one)."""
 
 FAST_RETRY = {"retry-after-ms": "1"}
 """Sent with the error faults: an SDK that retries does so at once, so that a backend that
@@ -477,13 +501,18 @@ class _Suite:
 
         return cost(self.usage(number), self.pricing, usage_fields=self.contract.usage_fields)
 
-    def answer(self, **options: Any) -> Action:
-        """A valid answer with the kit's usage (and the contract's tier, when it has one)."""
+    def options(self, **options: Any) -> dict[str, Any]:
+        """`ok()` options for a valid answer with the kit's usage (and the contract's tier,
+        when it has one)."""
         base: dict[str, Any] = {"usage": self.usage}
         if self.contract.service_tier is not None or self.shape.name == "chat":
             # A chat server names no tier unless asked for one (vLLM, llama.cpp, ...).
             base["service_tier"] = self.contract.service_tier
-        return ok(**{**base, **options})
+        return {**base, **options}
+
+    def answer(self, **options: Any) -> Action:
+        """A valid answer with the kit's usage (`options`)."""
+        return ok(**self.options(**options))
 
     # Running one scenario ---------------------------------------------------------------------
 
@@ -542,6 +571,8 @@ class _Suite:
         with _environment(env), _inside(self.root), contextlib.redirect_stdout(printed), \
                 contextlib.redirect_stderr(printed):
             session = self.open(name, params)
+            if hasattr(session, "max_body_bytes"):
+                session.max_body_bytes = KIT_MAX_BODY  # as `run` does, from the plan
             recorder = _Recorder(session)
             redactor = Redactor(secrets_in_env())
             journal = Journal(folder / "journal.jsonl", redactor)
@@ -557,8 +588,15 @@ class _Suite:
                 ledger.open(redactor)
                 book = BudgetBook(budget=self.budget, ledger=ledger, series=f"kit-{name}",
                                   series_uid=uuid.uuid4().hex)
-                stop = collect(self.calls, reservations, recorder, self.config, journal, book,
-                               input_bounds=bounds)
+                try:
+                    stop = collect(self.calls, reservations, recorder, self.config, journal,
+                                   book, input_bounds=bounds)
+                except AssertionError:
+                    raise
+                except Exception as exc:  # what the backend returned broke the collector
+                    raise _fail(self.who, RECORD_FIRST, f"{name}: the collector failed with "
+                                f"{type(exc).__name__}: {exc}; what the server sent was not "
+                                "recorded as an outcome") from exc
             finally:
                 journal.close()
                 ledger.close()
@@ -604,6 +642,13 @@ class _Suite:
                     if secret.encode() in data or secret.lower().encode() in data.lower():
                         raise _fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in "
                                     f"{path.relative_to(self.root)}" + _hint(self.key_env))
+                if self.key_env:
+                    form = _echoed(data.decode("utf-8", "replace"), FAKE_KEY)
+                    if form:
+                        raise _fail(self.who, NO_SECRET, f"{name}: the fake key, {form}, is in "
+                                    f"{path.relative_to(self.root)}" + _hint(self.key_env))
+        if self.key_env and (form := _echoed(ran.printed, FAKE_KEY)):
+            raise _fail(self.who, NO_SECRET, f"{name}: the fake key, {form}, was printed")
         for secret in secrets:
             if secret in ran.printed:
                 raise _fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} was printed")
@@ -712,6 +757,10 @@ class _Suite:
         self.model_changes()
         self.answers_kept()
         self.unknown_costs()
+        self.doubtful_responses()
+        self.repeated_keys()
+        self.record_first()
+        self.echoed_key()
 
     def refuses_without_key(self) -> None:
         """open() with no key in the environment refuses (a FragbenchError) and sends
@@ -753,6 +802,13 @@ class _Suite:
         ran = self.run(name)
         self.all_sent(name, ran, "")
         self.answered_as_planned(name, ran, range(1, len(self.calls) + 1))
+        connections = [r.get("connection") for r in ran.requests]
+        if len(set(connections)) != len(connections):
+            raise _fail(self.who, OWN_CONNECTION, f"{name}: the {len(connections)} requests "
+                        f"came on connections {connections}: a connection kept alive from one "
+                        "call to the next lets a second response written after one answer be "
+                        "read as the next call's (build the SDK client with fragbench.transport"
+                        ".no_redirects)")
         for number, request in enumerate(ran.requests):
             body = request["body"]
             if body.get("model") != self.contract.model:
@@ -894,6 +950,126 @@ class _Suite:
             self.counted_at_reservation(name, ran, 2)
 
 
+    # Hostile bytes: items 1-3 and 9 of issue 14 -------------------------------------------
+
+    def stopped_counted(self, name: str, ran: _Ran, promise: str) -> dict[str, Any]:
+        """Stopped at call 2 as a technical failure, counted at its reservation, the body the
+        server sent kept (`raw`, in its outcome or in what was recorded on receipt)."""
+        outcome = self.stopped(name, ran, 2, "technical_failure", promise)
+        self.counted_at_reservation(name, ran, 2)
+        return outcome
+
+    def kept(self, ran: _Ran, seq: int) -> str:
+        """Every body recorded for call `seq` (its outcome's raw and any `received` record)."""
+        return "\n".join(str(r.get("raw")) for r in ran.records
+                         if r.get("seq") == seq and r.get("raw") is not None)
+
+    def doubtful_responses(self) -> None:
+        """Item 1: bytes after the body (a second response), a length that does not match."""
+        faults = {
+            "a second response written after response 2 on its connection": followed_by(
+                self.answer(), second_response()),
+            "a Content-Length 40 bytes longer than the body at call 2": lying_length(
+                40, **self.options()),
+            "a Content-Length 40 bytes shorter than the body at call 2": lying_length(
+                -40, **self.options()),
+        }
+        for name, action in faults.items():
+            self.stopped_counted(name, self.run(name, {1: action}), DOUBTFUL)
+
+    def repeated_keys(self) -> None:
+        """Item 2: a body with two `usage` objects, or two `model` keys, is no response: the
+        first usage here would price many times the second (the kit's own)."""
+        from fragbench.interfaces import Usage
+
+        dearer = self.shape.usage_body(Usage(input_tokens=7000, cached_tokens=0,
+                                             cache_write_tokens=0, output_tokens=1000,
+                                             reasoning_tokens=0), self.contract.service_tier)
+        faults = {
+            "a repeated usage at call 2": edited(
+                lambda text: '{"usage": ' + json.dumps(dearer) + ", " + text[1:],
+                **self.options()),
+            "a repeated model at call 2": edited(
+                lambda text: '{"model": "kit-other-model", ' + text[1:], **self.options()),
+        }
+        for name, action in faults.items():
+            self.stopped_counted(name, ran := self.run(name, {1: action}), ONE_READING)
+            key = name.split()[2]
+            if self.kept(ran, 2).count(f'"{key}"') < 2:
+                raise _fail(self.who, ONE_READING, f"{name}: the body is not kept as it came "
+                            f"(both {key!r} keys); the outcome's raw is "
+                            f"{self.kept(ran, 2)[:200]!r}")
+
+    def record_first(self) -> None:
+        """Item 3: a field nested 500 deep, a lone surrogate in the answer, a gzip bomb, a body
+        that says gzip and is not, and an answer sent gzip-encoded (which must work)."""
+        name = "a field nested 500 deep at call 2"
+        ran = self.run(name, {1: edited(lambda text: text[:-1] + ', "deep": ' + "[" * 500
+                                        + "]" * 500 + "}", **self.options())})
+        self.stopped_counted(name, ran, RECORD_FIRST)
+        if "[" * 500 not in self.kept(ran, 2):
+            raise _fail(self.who, RECORD_FIRST, f"{name}: the body is not kept as it came")
+
+        name = "a lone surrogate (\\ud83d) in the answer at call 2"
+        ran = self.run(name, {1: edited(lambda text: text.replace(
+            "See the cited sentence.", "See \\ud83d the cited sentence."), **self.options())})
+        outcome = self.went_on_with(name, ran, 2, "an answer holding a lone surrogate")
+        text = str(outcome.get("text"))
+        if "the cited sentence" not in text or re.search("[\ud800-\udfff]", text):
+            raise _fail(self.who, RECORD_FIRST, f"{name}: the answer is recorded as "
+                        f"{text[:120]!r}: it must be kept, the surrogate made writable (U+FFFD "
+                        "or an escape)")
+
+        name = f"a gzip bomb ({BOMB_SIZE >> 20} MiB once decompressed) at call 2"
+        ran = self.run(name, {1: gzip_bomb(BOMB_SIZE)})
+        self.stopped_counted(name, ran, RECORD_FIRST)
+        longest = max(len(line) for line in (self.root / f"{len(self.ran):02d}" /
+                                             "journal.jsonl").read_bytes().splitlines())
+        if longest > LINE_BOUND:
+            raise _fail(self.who, RECORD_FIRST, f"{name}: a journal line of {longest} bytes: "
+                        "the body must be bounded after decompression (session.max_body_bytes, "
+                        f"set to {KIT_MAX_BODY} here) before it is recorded")
+        if self.kept(ran, 2).count(" ") < 1024:
+            raise _fail(self.who, RECORD_FIRST, f"{name}: its first bytes (spaces) are not "
+                        "kept")
+
+        name = "a body that claims gzip encoding and is not, at call 2"
+        ran = self.run(name, {1: raw_bytes(200, b'{"answer": "plain JSON"}',
+                                           {"content-encoding": "gzip"})})
+        outcome = self.stopped_counted(name, ran, SAYS_WHY)
+        if "gzip" not in str(outcome.get("error")):
+            raise _fail(self.who, SAYS_WHY, f"{name}: the failure reads "
+                        f"{outcome.get('error')!r}; it should say the body is not gzip")
+
+        name = "answers sent gzip-encoded at every call"
+        ran = self.run(name, {n: gzipped(**self.options()) for n in range(len(self.calls))})
+        self.all_sent(name, ran, "")
+        self.answered_as_planned(name, ran, range(1, len(self.calls) + 1))
+
+    def went_on_with(self, name: str, ran: _Ran, seq: int, what: str) -> dict[str, Any]:
+        """`went_on`, and every journal line is valid UTF-8 JSON (readable again)."""
+        outcome = self.went_on(name, ran, seq, what)
+        path = self.root / f"{len(self.ran):02d}" / "journal.jsonl"
+        try:
+            for line in path.read_bytes().decode("utf-8").splitlines():
+                json.loads(line)
+        except ValueError as exc:
+            raise _fail(self.who, RECORD_FIRST, f"{name}: the journal cannot be read back "
+                        f"({exc})") from None
+        return outcome
+
+    def echoed_key(self) -> None:
+        """Item 9: the key sent back split by a line break, joined with zero-width spaces,
+        base64- and percent-encoded, and its halves in those forms: no file or line holds any
+        of them (the shared secret check looks for every form)."""
+        if not self.key_env:
+            return
+        name = "the key echoed in other forms at call 2"
+        echo = " | ".join(_echo_forms(FAKE_KEY))
+        ran = self.run(name, {1: self.answer(text=f"Your key, as received: {echo}")},
+                       echoes_key=True)
+        self.went_on_with(name, ran, 2, "an answer echoing the key")
+
 def _shown(secret: str) -> str:
     return "the fake key" if secret == FAKE_KEY else f"the secret {secret[:6]}…"
 
@@ -906,6 +1082,62 @@ def _hint(key_env: str | None) -> str:
                 f"{key_env} is not one)")
     return ""
 
+
+def _percent(text: str) -> str:
+    return "".join(f"%{b:02X}" for b in text.encode())
+
+
+def _b64(text: str) -> list[str]:
+    data = text.encode()
+    return [base64.b64encode(data).decode(), base64.urlsafe_b64encode(data).decode()]
+
+
+def _echo_forms(key: str) -> list[str]:
+    """The forms a server can send a key back in (issue 14, item 9): split by a line break,
+    joined with zero-width spaces, base64 (standard and URL-safe), percent-encoded; and each
+    half of it in those forms."""
+    half = len(key) // 2
+    forms = [key[:half] + "\n" + key[half:]]
+    for part in (key, key[:half], key[half:]):
+        forms += ["\u200b".join(part), _percent(part), *_b64(part)]
+    return forms
+
+
+_ESCAPE = re.compile(r"\\+u([0-9a-fA-F]{4})|\\+([nrt/])|%([0-9a-fA-F]{2})")
+
+
+def _decoded(text: str) -> str:
+    """`text` with every escape decoded (`\\uXXXX`, `\\n`, at any depth of backslashes,
+    and percent-escapes) and every invisible character dropped (white space, Cf), repeated
+    until nothing changes (a percent-escape inside a JSON string)."""
+    def one(match: re.Match[str]) -> str:
+        if match.group(1):
+            return chr(int(match.group(1), 16))
+        if match.group(2):
+            return {"n": "\n", "r": "\r", "t": "\t", "/": "/"}[match.group(2)]
+        return chr(int(match.group(3), 16))
+    for _ in range(4):
+        again = _ESCAPE.sub(one, text)
+        if again == text:
+            break
+        text = again
+    return "".join(c for c in text if not c.isspace() and unicodedata.category(c) != "Cf")
+
+
+def _echoed(text: str, key: str) -> str | None:
+    """Which form of `key` (or of a half of it) `text` holds, in words, or None: the kit's own
+    reading, independent of fragbench's redactor."""
+    plain = _decoded(text)
+    lower = plain.lower()
+    half = len(key) // 2
+    for label, part in (("whole", key), ("its first half", key[:half]),
+                        ("its second half", key[half:])):
+        if part.lower() in lower:
+            return f"{label}, split, joined or escaped"
+        for form in _b64(part):
+            if form.rstrip("=") in plain:
+                return f"{label}, base64-encoded"
+    return None
 
 def _texts(item: Any) -> str:
     """Every string a Reply or an exception carries, joined (what the secret check reads)."""

@@ -15,8 +15,10 @@ openai SDK appends `responses` or `chat/completions` to a base that ends in `/v1
 SDK appends `/v1/messages` to the bare host.
 
 Every request is recorded (`server.requests`: method, path, headers with lower-case names, JSON
-body), whatever its method or path, so that a test can count them: a client that follows a
-redirect with a GET sends a request too. A request to a path other than the shape's is
+body, and `connection`, the number of the connection it came on, 0-based in the order they
+were opened), whatever its method or path, so that a test can count them: a client that
+follows a redirect with a GET sends a request too, and a client that reuses a connection shows
+two requests with one `connection`. A request to a path other than the shape's is
 recorded and answered 404 (a misconfigured `base_url` shows at once, not as a mysterious parse
 error).
 
@@ -35,6 +37,14 @@ by `server.default` (`ok()`). The actions work for every shape:
 - `http_error(code, message, headers=None)`, `raw(code, text, content_type)`,
   `json_body(code, value)`, `sleep(seconds)`, `redirect(code, location)`,
   `trickle(total_seconds, pieces)`, `drop()`.
+- Hostile bytes (what a broken server or a middlebox can write): `edited(change, **options)`
+  (a valid answer whose JSON text passes through `change` before it is sent: a repeated key,
+  a field nested 500 deep), `followed_by(action, data)` (more bytes on the connection after
+  the response: `second_response(...)` is a whole second response), `lying_length(delta,
+  **options)` (a Content-Length `delta` bytes off the body's), `gzipped(**options)` (a valid
+  answer, gzip-encoded), `gzip_bomb(size)` (a small gzip body that decompresses to `size`
+  bytes), `raw_bytes(code, data, headers)` (a body given as bytes, with whatever headers,
+  e.g. `content-encoding: gzip` on a body that is not).
 
 Every answer carries a request ID header (`x-request-id`, or `request-id` for Messages) and an
 account header (`openai-organization`, `anthropic-organization-id`) whose value must never be
@@ -43,10 +53,12 @@ written: only bodies are kept.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -483,6 +495,109 @@ def drop() -> Action:
     return act
 
 
+def _answer(handler: Handler, number: int, body: dict[str, Any], options: dict[str, Any]
+            ) -> bytes:
+    """The JSON text of a valid answer in the server's shape (`ok`'s options)."""
+    given = dict(options)
+    text = given.pop("text") if "text" in given else answer_for(body)
+    return json.dumps(handler.server.shape.body(text, number=number, request=body, **given)
+                      ).encode()
+
+
+def _send_bytes(handler: Handler, code: int, data: bytes, headers: dict[str, str] | None = None,
+                length: int | None = None) -> None:
+    """Status, the shape's request-ID header, `headers`, a Content-Length (`length`, or the
+    body's), then `data` as it is."""
+    handler.send_response(code)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data) if length is None else length))
+    handler.send_header(handler.server.shape.request_id_header,
+                        f"req_{len(handler.server.requests):04d}")
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    try:
+        handler.wfile.write(data)
+        handler.wfile.flush()
+    except OSError:  # the client saw enough and went: what a hostile server expects
+        handler.close_connection = True
+
+
+def edited(change: Callable[[str], str | bytes], **options: Any) -> Action:
+    """A valid answer (`ok`'s options) whose JSON text passes through `change` before it goes
+    out, with a Content-Length that matches what is sent."""
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        changed = change(_answer(handler, number, body, options).decode())
+        _send_bytes(handler, 200, changed.encode() if isinstance(changed, str) else changed)
+    return act
+
+
+def second_response(text: str = "a second answer", code: int = 200) -> bytes:
+    """The bytes of a whole HTTP/1.1 response, as a server or a middlebox could write after
+    the one a client asked for."""
+    body = json.dumps({"note": text}).encode()
+    return (f"HTTP/1.1 {code} OK\r\ncontent-type: application/json\r\ncontent-length: "
+            f"{len(body)}\r\n\r\n").encode() + body
+
+
+def followed_by(action: Action, data: bytes) -> Action:
+    """`action`, then `data` written on the same connection, before it closes."""
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        action(handler, number, body)
+        try:
+            handler.wfile.write(data)
+            handler.wfile.flush()
+        except OSError:
+            handler.close_connection = True
+    return act
+
+
+def lying_length(delta: int, **options: Any) -> Action:
+    """A valid answer whose Content-Length says `delta` bytes more (or, negative, fewer) than
+    the body sent; the connection is closed after it."""
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        data = _answer(handler, number, body, options)
+        handler.close_connection = True
+        _send_bytes(handler, 200, data, length=len(data) + delta)
+    return act
+
+
+def gzipped(**options: Any) -> Action:
+    """A valid answer (`ok`'s options), sent gzip-encoded."""
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        data = packer.compress(_answer(handler, number, body, options)) + packer.flush()
+        _send_bytes(handler, 200, data, {"content-encoding": "gzip"})
+    return act
+
+
+_BOMBS: dict[int, bytes] = {}
+
+
+def gzip_bomb(size: int) -> Action:
+    """A gzip body of a few hundred bytes per MiB that decompresses to `size` spaces (it is
+    built once per size, in pieces, never whole in memory)."""
+    if size not in _BOMBS:
+        packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        piece, parts = b" " * (1 << 20), []
+        for start in range(0, size, len(piece)):
+            parts.append(packer.compress(piece[:size - start]))
+        _BOMBS[size] = b"".join(parts) + packer.flush()
+    data = _BOMBS[size]
+
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        _send_bytes(handler, 200, data, {"content-encoding": "gzip"})
+    return act
+
+
+def raw_bytes(code: int, data: bytes, headers: dict[str, str] | None = None) -> Action:
+    """`data` as the body, as it is, with `headers` (e.g. `content-encoding: gzip` on a body
+    that is not gzip)."""
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        _send_bytes(handler, code, data, headers)
+    return act
+
+
 # -- The server ---------------------------------------------------------------------------------
 
 class Handler(BaseHTTPRequestHandler):
@@ -494,6 +609,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         return None
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection_number = next(self.server.connections)
 
     def send_json(self, code: int, value: Any, headers: dict[str, str] | None = None) -> None:
         shape = self.server.shape
@@ -522,7 +641,7 @@ class Handler(BaseHTTPRequestHandler):
             # X-Stainless-Retry-Count), and HTTP does not care.
             server.requests.append({"method": self.command, "path": self.path,
                                     "headers": {k.lower(): v for k, v in self.headers.items()},
-                                    "body": body})
+                                    "body": body, "connection": self.connection_number})
             action = server.script.get(number, server.default)
         if urlsplit(self.path).path != server.shape.path:
             self.send_json(404, server.shape.error_body(
@@ -561,6 +680,8 @@ class Server(ThreadingHTTPServer):
         self.script: dict[int, Action] = {}
         self.default: Action = ok()
         self.lock = threading.Lock()
+        self.connections = itertools.count()
+        """Numbers the connections as they are accepted (`requests[i]["connection"]`)."""
         # Polled every 50 ms rather than the default 500: `stop` waits for the next poll, and
         # a test suite stops one server per test.
         self.thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True,
