@@ -18,6 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PROVIDER = ("OPENAI_", "ANTHROPIC_")
 """A test never inherits a provider's key or endpoint from the machine it runs on."""
 CANARY_KEY = "sk-proj-CANARYcanary0123456789abcdefXYZ"
+COMMITTED_EXPERIMENTS = ("protocol-1.0", "protocol-1.0-anthropic", "protocol-1.0-openai-chat",
+                         "protocol-1.0-token-window")
+"""The experiments the repository ships, by name: a test copies and counts only these, never
+what a user added under experiments/ (as the worked examples in docs/ have them do)."""
 
 
 @pytest.fixture(autouse=True)
@@ -32,8 +36,10 @@ def ledger_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    """A copy of the experiments and their corpus, laid out as in the repository."""
-    shutil.copytree(ROOT / "experiments", tmp_path / "experiments")
+    """A copy of the committed experiments and their corpus, laid out as in the repository."""
+    for name in COMMITTED_EXPERIMENTS:
+        shutil.copytree(ROOT / "experiments" / name, tmp_path / "experiments" / name,
+                        ignore=shutil.ignore_patterns("outputs"))
     shutil.copytree(ROOT / "corpus", tmp_path / "corpus")
     return tmp_path
 

@@ -82,8 +82,9 @@ def test_plan_shows_each_provider_series_its_own_reservations_and_budget() -> No
     assert len(review["reserved_usd"]) == 72
     # Its SDK and plugin are frozen with it; the protocol's plan records neither.
     assert plan["packages"]["anthropic"] == importlib.metadata.version("anthropic")
-    assert {"kind": "backend", "name": "anthropic", "origin": "fragbench-anthropic",
-            "version": "0.1.0"} in plan["plugins"]
+    [entry] = [p for p in plan["plugins"] if (p["kind"], p["name"]) == ("backend", "anthropic")]
+    assert (entry["origin"], entry["version"]) == ("fragbench-anthropic", "0.1.0")
+    assert list(entry["code_sha256"]) == ["fragbench_anthropic/__init__.py"]  # its code, too
 
     chat = json.loads(run_cli("plan", "experiments/protocol-1.0-openai-chat", "--json").stdout)
     assert chat["review"]["budget"]["id"] == "protocol-1.0-openai-chat"

@@ -356,7 +356,8 @@ def test_sentence_groups_gives_the_tables_it_gave_before_spans() -> None:
         "conditions_supplied"].list.len().to_list()
 
 
-PROTOCOL_PLAN_SHA256 = "307813dd7cea014a2ea2877fd19afebd4d0b75093f2ff1bfd2320f6d028575d5"
+PROTOCOL_PLAN_SHA256 = "c0e9437c79fb0a31446c07ddc218f8a253588e832622be5a950d56588e5a60a4"
+"""Refrozen for issue 14 (response bound and plugin code hashes: see test_contracts.py)."""
 
 
 def test_the_protocols_frozen_plan_is_still_current_byte_for_byte() -> None:

@@ -11,11 +11,12 @@ A doc marks what the reader does with fenced blocks:
   checkout.
 
 The reader works in a fragbench checkout: here a scratch folder with the repository's `.venv/`
-and `.bootstrap/` linked in and `experiments/` and `corpus/` copied, so nothing the doc writes
-lands in the repository. One deviation, so that a test never changes the shared environment:
-`uv pip install --python .venv/bin/python` installs into a private folder (`--target`, put on
-PYTHONPATH for every later command) without build isolation or network, from the packages the
-environment already has.
+and `.bootstrap/` linked in and the committed experiments and `corpus/` copied, so nothing the
+doc writes lands in the repository, and nothing a user added to the repository's experiments/
+(by following a doc there) changes what the doc meets. One deviation, so that a test never
+changes the shared environment: `uv pip install --python .venv/bin/python` installs into a
+private folder (`--target`, put on PYTHONPATH for every later command) without build isolation
+or network, from the packages the environment already has.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import subprocess
 from pathlib import Path
 
 import attrs
+from conftest import COMMITTED_EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -52,14 +54,17 @@ def blocks(doc: Path) -> list[Block]:
     return found
 
 
-def checkout(tmp: Path) -> Path:
-    """A scratch fragbench checkout: the environment linked, the experiments copied."""
+def checkout(tmp: Path, root: Path = ROOT) -> Path:
+    """A scratch fragbench checkout of `root`: the environment linked, the committed
+    experiments (`COMMITTED_EXPERIMENTS`) and the corpus copied."""
     where = tmp / "fragbench"
     where.mkdir()
     for name in (".venv", ".bootstrap"):
-        (where / name).symlink_to(ROOT / name)
-    for name in ("experiments", "corpus"):
-        shutil.copytree(ROOT / name, where / name, ignore=shutil.ignore_patterns("outputs"))
+        (where / name).symlink_to(root / name)
+    for name in COMMITTED_EXPERIMENTS:
+        shutil.copytree(root / "experiments" / name, where / "experiments" / name,
+                        ignore=shutil.ignore_patterns("outputs"))
+    shutil.copytree(root / "corpus", where / "corpus")
     return where
 
 

@@ -30,7 +30,7 @@ from fragbench.corpus import sentences_frame
 from fragbench.errors import PlanMismatch
 from fragbench.interfaces import Request
 from fragbench.journal import write_text_atomically
-from fragbench.plugins import describe, registry
+from fragbench.plugins import code_sha256, describe, registry
 from fragbench.requests import build_request, request_sha256, request_text
 from fragbench.retrieval import retrieve
 from fragbench.spans import chunker_output, supplied
@@ -193,6 +193,7 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
             "measures": list(experiment.measures),
             "schema_name": experiment.schema_name,
             "schema": experiment.schema,
+            "max_response_bytes": experiment.max_response_bytes,
         },
         "corpus": [{"id": c.id, "path": _rel(c.path, base), "sha256": c.sha256,
                     "license": c.license, "conditions": list(c.conditions),
@@ -205,7 +206,8 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
         "tokenization": text.TOKENIZATION_RULE,
         "stopwords": {lang: list(words) for lang, words in text.STOPWORDS.items()},
         "plugins": [{"kind": kind, "name": name, "origin": reg.entry(kind, name).origin,
-                     "version": reg.entry(kind, name).version}
+                     "version": reg.entry(kind, name).version,
+                     "code_sha256": code_sha256(kind, reg.get(kind, name))}
                     for kind, name in used_plugins],
         "packages": packages,
         "backends": {name: _backend_doc(b) for name, b in experiment.backends.items()},
