@@ -87,16 +87,12 @@ class _Threaded:
     def __init__(self) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.sock.settimeout(0.05)
+        self.port: int = self.sock.getsockname()[1]
         self.lock = threading.Lock()
         self.connections = 0
         self.errors: list[str] = []
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._accept, daemon=True)
-
-    @property
-    def port(self) -> int:
-        port: int = self.sock.getsockname()[1]
-        return port
 
     def _accept(self) -> None:
         while not self.closed.is_set():
