@@ -3,7 +3,8 @@ broken on purpose.
 
 A check that passes on good plugins proves nothing by itself; each promise is also shown to
 fail: a chunker that drops or reorders sentences, scorers that are random or batch-dependent,
-backends that retry, follow a redirect, misread the usage or write their key. The kit reaches
+backends that retry, follow a redirect, misread the usage, write their key (as it is or
+base64-encoded), keep a connection from one call to the next or read the last of two keys. The kit reaches
 authors through pytest's `pytest11` entry point, which a subprocess run in a bare folder (no
 conftest, no configuration) shows.
 """
@@ -282,27 +283,69 @@ def test_the_fault_suite_can_point_a_backend_through_its_params(responses_server
     assert any(tmp_path.rglob("journal.jsonl"))
 
 
+def own_client(**options: Any) -> Any:
+    """The SDK's own HTTP client (not fragbench's transport), with no connection kept alive
+    between calls, so that the suite reaches the promise a broken backend breaks."""
+    import httpx2
+    import openai
+
+    return openai.DefaultHttpxClient(timeout=10, limits=httpx2.Limits(
+        max_keepalive_connections=0), **options)
+
+
 class Retrying(OpenAIBackend):
     """The SDK's default: two retries, with no idempotency key, on the SDK's own HTTP client
     (fragbench's transport would refuse to send the second request of a call)."""
 
     def open(self, params: dict[str, Any]) -> OpenAISession:
-        import openai
-
         session = super().open(params)
-        session.client = session.client.with_options(
-            max_retries=2, http_client=openai.DefaultHttpxClient(timeout=10))
+        session.client = session.client.with_options(max_retries=2, http_client=own_client())
         return session
 
 
 class FollowsRedirects(OpenAIBackend):
     def open(self, params: dict[str, Any]) -> OpenAISession:
+        session = super().open(params)
+        session.client = session.client.with_options(
+            http_client=own_client(follow_redirects=True))
+        return session
+
+
+class ReusesConnections(OpenAIBackend):
+    """The SDK's own pooled client: a connection kept alive from one call to the next."""
+
+    def open(self, params: dict[str, Any]) -> OpenAISession:
         import openai
 
         session = super().open(params)
         session.client = session.client.with_options(
-            http_client=openai.DefaultHttpxClient(follow_redirects=True, timeout=10))
+            http_client=openai.DefaultHttpxClient(timeout=10))
         return session
+
+
+class ReadsTheLastKey(OpenAIBackend):
+    """Parses the body with plain json.loads: of two `usage` objects, the last one wins."""
+
+    def open(self, params: dict[str, Any]) -> OpenAISession:
+        session = super().open(params)
+        plain = session.read
+
+        def read(body: Any, text: str, request_id: str | None) -> Reply:
+            return plain(json.loads(text), text, request_id)
+        session.read = read
+        session._read = lambda text, readable, status, request_id: read(  # type: ignore
+            None, text, request_id)
+        return session
+
+
+class WritesItsKeyInBase64(OpenAIBackend):
+    def open(self, params: dict[str, Any]) -> OpenAISession:
+        import base64
+
+        key = os.environ.get("OPENAI_API_KEY", "").encode()
+        Path("backend-debug.log").write_text(f"auth={base64.b64encode(key).decode()}\n",
+                                             encoding="utf-8")
+        return super().open(params)
 
 
 class MisreadsTheCache(OpenAIBackend):
@@ -341,8 +384,12 @@ class _Mapped(OpenAISession):
     (MisreadsTheCache(), "usage maps to cost"),
     (WritesItsKey(), "no secret written"),
     (ReturnsItsKey(), "no secret written"),
+    (ReusesConnections(), "each call on a connection of its own"),
+    (ReadsTheLastKey(), "a body with a repeated key is no response"),
+    (WritesItsKeyInBase64(), "no secret written"),
 ], ids=["retries", "follows-redirects", "misreads-the-cache", "writes-its-key",
-        "returns-its-key"])
+        "returns-its-key", "reuses-connections", "reads-the-last-key",
+        "writes-its-key-in-base64"])
 def test_a_broken_backend_fails_the_fault_suite(responses_server: Server, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch,
                                                 backend: Any, promise: str) -> None:
