@@ -4,9 +4,9 @@ broken on purpose.
 A check that passes on good plugins proves nothing by itself; each promise is also shown to
 fail: a chunker that drops or reorders sentences, scorers that are random or batch-dependent,
 backends that retry, follow a redirect, misread the usage, write their key (as it is or
-base64-encoded), keep a connection from one call to the next or read the last of two keys. The kit reaches
-authors through pytest's `pytest11` entry point, which a subprocess run in a bare folder (no
-conftest, no configuration) shows.
+base64-encoded), keep a connection from one call to the next or read the last of two keys. The
+kit reaches authors through pytest's `pytest11` entry point, which a subprocess run in a bare
+folder (no conftest, no configuration) shows.
 """
 
 from __future__ import annotations
