@@ -130,14 +130,14 @@ def write_lines(path: Path, *records: object) -> None:
                             for r in records), encoding="utf-8")
 
 
-def test_received_and_an_interruption_before_any_call_are_records(tmp_path: Path) -> None:
+def test_a_received_body_and_an_interruption_are_records(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     write_lines(path, {"at": "t", "type": "header", "calls": 2},
                 {"at": "t", "type": "reserve", "call_id": "a", "seq": 1, "reserved_usd": "1"},
                 {"at": "t", "type": "received", "call_id": "a", "seq": 1, "http_status": 200,
                  "raw": "{}"},
                 {"at": "t", "type": "stop", "reason": "interrupted", "detail": "Ctrl-C",
-                 "call_id": None, "seq": None})
+                 "call_id": "b", "seq": 2})
     assert [r["type"] for r in read_journal(path)] == ["header", "reserve", "received", "stop"]
 
 

@@ -437,10 +437,7 @@ class _Reader:
         if reason not in STOP_REASONS:
             raise self.fail(number, record, f"has a stop reason {_shown(reason)}, not one of "
                             f"{', '.join(STOP_REASONS)}")
-        # An interruption may come before the first call: it names no call then.
-        if not (reason == "interrupted" and record.get("call_id") is None
-                and record.get("seq") is None):
-            self._call(number, record)
+        self._call(number, record)  # the call it stopped at (interrupted: the first not sent)
         self._finish(number, record)
 
     def _end(self, number: int, record: dict[str, Any]) -> None:
