@@ -6,7 +6,8 @@ Usage: python mutation/tally.py SESSION.sqlite [--diffs] [--subset KEEP/EVERY]
 those `1 3` keeps), so that a run sampled more thinly can be compared with a fuller one.
 
 Columns: generated (every mutant cosmic-ray made), filtered (operators excluded in the config,
-see docs/testing.md), sampled out (mutation/sample.py), tested, killed (a test failed; a
+see docs/testing.md), sampled out (mutation/sample.py), outside (outside the functions named to
+mutation/within.py), tested, killed (a test failed; a
 timeout counts here too, and is also shown apart), survived (every selected test passed),
 incompetent (the mutant could not be run at all).
 """
@@ -18,6 +19,7 @@ import sys
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 from sample import kept  # the sibling script: python puts mutation/ first on sys.path
+from within import OUTSIDE  # likewise
 
 
 def main(argv: list[str]) -> int:
@@ -26,8 +28,8 @@ def main(argv: list[str]) -> int:
     if "--subset" in argv:
         keep, every = argv[argv.index("--subset") + 1].split("/")
         subset = (int(keep), int(every))
-    counts = dict.fromkeys(["generated", "filtered", "sampled_out", "tested", "killed",
-                            "survived", "timeouts", "incompetent", "pending"], 0)
+    counts = dict.fromkeys(["generated", "filtered", "sampled_out", "outside", "tested",
+                            "killed", "survived", "timeouts", "incompetent", "pending"], 0)
     survivors = []
     with use_db(session, WorkDB.Mode.open) as db:
         results = dict(db.results)
@@ -40,7 +42,8 @@ def main(argv: list[str]) -> int:
             if result is None:
                 counts["pending"] += 1
             elif result.worker_outcome == WorkerOutcome.SKIPPED:
-                counts["sampled_out" if result.output == "sampled out" else "filtered"] += 1
+                counts[{"sampled out": "sampled_out", OUTSIDE: "outside"}.get(
+                    result.output, "filtered")] += 1
             else:
                 counts["tested"] += 1
                 if result.test_outcome == TestOutcome.KILLED:
