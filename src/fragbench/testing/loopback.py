@@ -575,7 +575,7 @@ _BOMBS: dict[int, bytes] = {}
 
 
 def gzip_bomb(size: int) -> Action:
-    """A gzip body of a few hundred bytes per MiB that decompresses to `size` spaces (it is
+    """A gzip body of about 1 KiB per MiB that decompresses to `size` spaces (it is
     built once per size, in pieces, never whole in memory)."""
     if size not in _BOMBS:
         packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
