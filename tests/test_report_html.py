@@ -22,9 +22,18 @@ from typing import Any
 import polars as pl
 import pytest
 from conftest import CANARY_KEY, run_cli
+from hostile_pages import (
+    PAGE_JS,
+    cut_prefix,
+    hostile_series,
+    key_forms,
+    page_js_source,
+    scripts_and_policy,
+)
 from loopback import Handler, Server, http_error, supplied_lines
 
-from fragbench.report_html import REPORT_HTML, Segment, finish_page, locate, render, segments
+from fragbench.redact import Redactor
+from fragbench.report_html import REPORT_HTML, Segment, locate, render, segments
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
@@ -325,7 +334,7 @@ def test_report_rewrites_the_same_page(extractive: Path) -> None:
     result = run_cli("report", str(extractive))
     assert result.returncode == 0, result.stderr
     assert (extractive / REPORT_HTML).read_bytes() == page
-    assert finish_page(render(extractive)) == page.decode("utf-8")
+    assert render(extractive) == page.decode("utf-8")
 
 
 ANSWER = "Here: <script>alert('x')</script> & <b>bold</b> \"quoted\""
@@ -425,17 +434,66 @@ def test_jinja2_is_imported_only_to_write_a_page() -> None:
     assert done.stdout.strip() == "False"
 
 
-def test_only_the_template_script_may_run(extractive: Path) -> None:
-    """The page's Content-Security-Policy names its one inline script by hash: any other
-    script (markup that slipped past escaping) would not run."""
-    import base64
-    import hashlib
-    import re
+def test_the_policy_allows_the_template_script_alone(experiment: Path, server: Server) -> None:
+    """On a page full of hostile answers: exactly one <script> element, page.js as committed,
+    and the Content-Security-Policy allows that script alone, by the sha256 of page.js's own
+    bytes (never of something read from the page)."""
+    page = (hostile_series(experiment, server) / REPORT_HTML).read_text(encoding="utf-8")
+    scripts, policy = scripts_and_policy(page)
+    assert scripts == [PAGE_JS.read_text(encoding="utf-8")]
+    assert policy["script-src"] == page_js_source()
+    assert policy["default-src"] == "'none'" and "unsafe" not in policy["script-src"]
+    assert page.count("<script") == 1
+    assert "&lt;script&gt;" in page and "onerror=" in page  # the answers' markup, as text
 
-    page = (extractive / REPORT_HTML).read_text(encoding="utf-8")
-    policy = re.search(r'Content-Security-Policy" content="([^"]+)"', page)
-    assert policy is not None and "unsafe-inline'; base-uri" not in policy.group(1)
-    scripts = re.findall(r"<script>(.*?)</script>", page, re.DOTALL)
-    assert len(scripts) == 1
-    digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
-    assert f"script-src 'sha256-{digest}'" in policy.group(1)
+
+def test_every_value_is_redacted_then_escaped(extractive: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table holding the key (a series recorded before the key was a secret here, a table
+    written by hand) never puts it on the page: each value goes through the redactor, in
+    every form it handles, then through the escape; the rest of the value is shown."""
+    forms = list(key_forms().items())
+    calls = pl.read_parquet(extractive / "calls.parquet")
+    first, second = calls.sort("seq")["call_id"][:2]
+    shown = ("answer", "raw_response", "model", "refusal", "error", "incomplete_reason")
+    values = {column: f"{column} <b>{' '.join(v for _, v in forms[i::len(shown)])}</b> "
+                      f"\\u003cscript\\u003e {i}"
+              for i, column in enumerate(shown)}
+    # A key cut in two: this piece is found only where it ends a value (here the answer of
+    # the second call; a redactor of the whole page would never see it there).
+    calls = calls.with_columns(pl.when(pl.col("call_id") == second)
+                               .then(pl.lit(f"cut here: {cut_prefix()}"))
+                               .otherwise(pl.col("answer")).alias("answer"))
+    calls = calls.with_columns(pl.when(pl.col("call_id") == first).then(pl.lit(value))
+                               .otherwise(pl.col(column)).alias(column)
+                               for column, value in values.items())
+    calls.write_parquet(extractive / "calls.parquet")
+    citations = pl.read_parquet(extractive / "citations.parquet")
+    mine = pl.col("call_id") == first
+    assert citations.filter(mine).height >= 1
+    citations.with_columns(
+        pl.when(mine).then(pl.lit(f"extract {forms[3][1]}")).otherwise(pl.col("extract"))
+        .alias("extract"),
+        pl.when(mine).then(pl.lit(forms[4][1])).otherwise(pl.col("id")).alias("id"),
+    ).write_parquet(extractive / "citations.parquet")
+
+    result = run_cli("report", str(extractive), env={"OPENAI_API_KEY": CANARY_KEY})
+    assert result.returncode == 0, result.stderr
+    data = (extractive / REPORT_HTML).read_bytes()
+    text = data.decode("utf-8")
+    for form, value in [*forms, ("cut at a value's end", cut_prefix())]:
+        assert value not in text, form
+    assert CANARY_KEY.lower() not in text.lower()
+    articles = {a.attrs["data-call-id"]: a for a in parse(text).all("article", "call")}
+    assert articles[second].one("p", "answer").text() == "cut here: [redacted]"
+    article = articles[first]
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY_KEY)
+    redact = Redactor.from_env().text
+    assert article.one("p", "answer").text() == redact(values["answer"])
+    assert article.one("p", "refusal").text() == "Refused: " + redact(values["refusal"])
+    assert article.one("details", "raw").one("pre").text() == redact(values["raw_response"])
+    for column in shown:
+        assert f"{column} <b>[redacted]" in article.text(), column  # escaped, then shown
+    cites = article.all("li", "citation")
+    assert cites and all(c.attrs["data-cited-id"] == redact(forms[4][1]) for c in cites)
+    assert all(c.one("q", "extract").text() == redact(f"extract {forms[3][1]}") for c in cites)

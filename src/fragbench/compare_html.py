@@ -5,14 +5,13 @@ status, counts, answer and citations (citations.parquet rows), so the same call'
 next to each other. A cell not compared says why (`data-differs` is then empty: it is neither
 the same nor different); the warnings come first, as on screen. The page extends the report's
 base template (report_html.environment()): no URL to load, readable whole without JavaScript
-(the filters appear only with it), and every text from a series escaped by Jinja2's
-autoescape, since an answer may hold markup. Free text also goes through the redactor, as every
-printed line does.
+(the filters appear only with it), its one script allowed by its hash, and every value the
+page prints redacted and then escaped, one value at a time, by that environment (an answer may
+hold markup and a key); the rendered page is never rewritten.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import polars as pl
 
 from fragbench.budget import usd
 from fragbench.compare import CELL, Comparison, differing_fields
+from fragbench.report_html import Redact
 from fragbench.series import read_table, tables_of
 
 TEMPLATE = "compare.html.j2"
@@ -34,8 +34,6 @@ FIELD_WORDS = {
 DETAIL = ["call_id", "answer", "text", "parse_error", "refusal", "incomplete_reason", "error",
           "failure", "http_status"]
 """What a side shows of its call beyond the comparison table (calls.parquet columns)."""
-
-Redact = Callable[[str], str]
 
 
 def _details(series_dir: Path) -> tuple[dict[tuple[Any, ...], dict[str, Any]], list[str]]:
@@ -57,13 +55,10 @@ def _details(series_dir: Path) -> tuple[dict[tuple[Any, ...], dict[str, Any]], l
     return details, sorted(m for m in calls["model"].unique().to_list() if m is not None)
 
 
-def _side(row: dict[str, Any], letter: str, name: str, detail: dict[str, Any] | None,
-          redact: Redact) -> dict[str, Any]:
-    """One side of a cell, ready for the template: free text redacted (escaping is the
-    template's), counts from the comparison table, the rest from the call's own record."""
-    def text(value: str | None) -> str | None:
-        return None if value is None else redact(value)
-
+def _side(row: dict[str, Any], letter: str, name: str, detail: dict[str, Any] | None
+          ) -> dict[str, Any]:
+    """One side of a cell, ready for the template (which redacts and escapes every value):
+    counts from the comparison table, the rest from the call's own record."""
     suffix = f"_{letter.lower()}"
     status = row[f"status{suffix}"]
     cost = row[f"cost_usd{suffix}"]
@@ -85,10 +80,10 @@ def _side(row: dict[str, Any], letter: str, name: str, detail: dict[str, Any] | 
     }
     if detail is None:
         return side
-    side.update({key: text(detail[key]) for key in DETAIL if isinstance(detail[key], str)})
+    side.update({key: detail[key] for key in DETAIL if isinstance(detail[key], str)})
     side["http_status"] = detail["http_status"]
     side["citations"] = [
-        {"citation": c["citation"], "id": text(c["id"]) or "", "extract": text(c["extract"]) or "",
+        {"citation": c["citation"], "id": c["id"] or "", "extract": c["extract"] or "",
          "reason": c["reason"], "reason_folded": c["reason_folded"]}
         for c in detail["citations"]]
     return side
@@ -115,7 +110,7 @@ def _series(letter: str, info: dict[str, Any], where: Path, models: list[str]
             "path": str(where), "models": models}
 
 
-def page_context(comparison: Comparison, redact: Redact) -> dict[str, Any]:
+def page_context(comparison: Comparison) -> dict[str, Any]:
     """Everything the template shows, from the comparison and the two series' files."""
     from fragbench.report_html import REASON_WORDS
 
@@ -134,14 +129,14 @@ def page_context(comparison: Comparison, redact: Redact) -> dict[str, Any]:
             "differs": row["differs"],
             "differing": [FIELD_WORDS[f] for f in fields],
             "note": row["note"],
-            "sides": [_side(row, "A", names[0], details[0].get(key), redact),
-                      _side(row, "B", names[1], details[1].get(key), redact)],
+            "sides": [_side(row, "A", names[0], details[0].get(key)),
+                      _side(row, "B", names[1], details[1].get(key))],
         })
     occurring = {c["reason"] for cell in cells for side in cell["sides"]
                  for c in side["citations"]}
     options = {c: sorted({str(row[c]) for row in cells}) for c in CELL if c != "rep"}
     return {
-        "warnings": [redact(w) for w in comparison.warnings],
+        "warnings": list(comparison.warnings),
         "series": [_series("A", comparison.info_a, comparison.dir_a, models_a),
                    _series("B", comparison.info_b, comparison.dir_b, models_b)],
         "cells": cells,
@@ -161,17 +156,17 @@ def page_context(comparison: Comparison, redact: Redact) -> dict[str, Any]:
 
 
 def render(comparison: Comparison, redact: Redact) -> str:
-    """The page as text. Jinja2 is imported by report_html.environment(), only here."""
+    """The page as text, each value redacted by `redact` (the CLI's redactor) before it is
+    escaped. Jinja2 is imported by report_html.environment(), only here."""
     from fragbench.report_html import environment
 
-    return environment().get_template(TEMPLATE).render(page_context(comparison, redact))
+    return environment(redact).get_template(TEMPLATE).render(page_context(comparison))
 
 
 def write_compare_page(comparison: Comparison, path: Path, redact: Redact) -> None:
     """Write the page beside, then rename it into place: a failed write leaves no half page."""
     from fragbench.journal import write_text_atomically
-    from fragbench.report_html import finish_page
 
-    text = finish_page(render(comparison, redact))
+    text = render(comparison, redact)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(path, text)

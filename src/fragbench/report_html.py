@@ -8,9 +8,15 @@ everything is per call, and a null or adverse result is shown as plainly as a va
 
 The file must open from disk, offline, and be committed with the results: no external URL (no
 CDN, font or script to load); the figures are embedded as data URIs; CSS and the small filter
-script are inline. Without JavaScript everything is shown and the filters are hidden. Every text
-that comes from a response (answers, extracts, raw bodies) is escaped by Jinja2's autoescape: a
-model answer may hold markup. The DOM (classes and data attributes) is a contract the browser
+script are inline. Without JavaScript everything is shown and the filters are hidden.
+
+Every byte from a response is hostile (an answer may hold markup, escapes, a key). So every
+value a template prints is first redacted, then escaped by Jinja2's autoescape, one value at a
+time (`environment`); a rendered page is never transformed afterwards (decoding or redacting a
+whole page could turn an answer's text into markup). The one script is `templates/page.js`,
+inserted whole, and the page's Content-Security-Policy allows it alone by its sha256, computed
+from that file (`page_script`), never read back from a page: markup that ever slipped past
+escaping still could not run. The DOM (classes and data attributes) is a contract the browser
 tests and the compare page share; `docs/tables.md` documents the tables it reads. Beyond the
 contract: `<html data-model>`; each filter select names the attribute it compares
 (`data-attribute`, `data-match` exact or word); a call never sent keeps its `ol.fragments`
@@ -24,9 +30,11 @@ Jinja2 is imported inside the functions, so that `fragbench --help` never pays f
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import itertools
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +47,11 @@ if TYPE_CHECKING:
 
 REPORT_HTML = "report.html"
 TEMPLATES = Path(__file__).parent / "templates"
+PAGE_SCRIPT_FILE = TEMPLATES / "page.js"
+"""The pages' one script (the filters and the header's scroll padding)."""
+
+Redact = Callable[[str], str]
+"""What every value of a page goes through before it is escaped: a `Redactor`'s `text`."""
 
 # Exact-level reasons in the order a reader meets them: what holds first, then each way a
 # citation fails. Words, symbols and line styles differ per reason, so that a reader who cannot
@@ -228,31 +241,71 @@ def _options(calls: pl.DataFrame, column: str) -> list[str]:
     return sorted(v for v in calls[column].unique().to_list() if v is not None)
 
 
-def environment() -> jinja2.Environment:
-    """The Jinja2 environment of fragbench's HTML pages: the templates folder, autoescape on
-    (every value is escaped unless marked safe, and nothing from a response ever is), strict
-    undefined (a misspelt field fails the render instead of printing nothing), and the reason
-    words, help and symbols as globals, so that every page draws reasons alike."""
-    import jinja2
+@attrs.frozen
+class PageScript:
+    """The pages' one script as inserted, and the Content-Security-Policy source allowing it."""
 
+    source: str
+    """page.js as read: exactly the text between the page's `<script>` and `</script>`."""
+    csp: str
+    """`'sha256-…'` of `source` (UTF-8), the only script the policy allows."""
+
+
+@functools.cache
+def page_script() -> PageScript:
+    """page.js and its hash, both from the file: the policy allows exactly the script the
+    template inserts, whatever else a page holds. A source that could end or comment out its
+    own `<script>` element is refused (our bug, not a user's)."""
+    source = PAGE_SCRIPT_FILE.read_text(encoding="utf-8")
+    if re.search(r"</script|<!--|<script", source, re.IGNORECASE):
+        raise RuntimeError(f"{PAGE_SCRIPT_FILE}: the page script may not hold '<script', "
+                           "'</script' or '<!--': it is inserted inline as it is")
+    digest = base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode("ascii")
+    return PageScript(source, f"'sha256-{digest}'")
+
+
+def environment(redact: Redact) -> jinja2.Environment:
+    """The Jinja2 environment of fragbench's HTML pages: the templates folder, autoescape on,
+    strict undefined (a misspelt field fails the render instead of printing nothing), and the
+    reason words, help and symbols as globals, so that every page draws reasons alike.
+
+    Every value a template prints (`{{ … }}`, in text or in an attribute) goes through `redact`
+    and then through the escape, one value at a time: a secret never reaches the page, and
+    what the redactor gives back (which may decode escapes) is still escaped. Only the
+    templates' own output (a macro's, the page script) is inserted as it is; nothing from a
+    series is ever marked safe. `PAGE_SCRIPT` and `PAGE_SCRIPT_SOURCE` are `page_script()`."""
+    import jinja2
+    from markupsafe import Markup
+
+    def finalize(value: Any) -> Any:
+        # Markup here is template output whose values were finalized when it was rendered.
+        return value if isinstance(value, Markup) else redact(str(value))
+
+    script = page_script()
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True)
+        keep_trailing_newline=True, finalize=finalize)
     env.globals.update(REASON_WORDS=REASON_WORDS, REASON_HELP=REASON_HELP,
-                       REASON_SYMBOLS=REASON_SYMBOLS)
+                       REASON_SYMBOLS=REASON_SYMBOLS, PAGE_SCRIPT=Markup(script.source),
+                       PAGE_SCRIPT_SOURCE=Markup(script.csp))
     env.filters["usd"] = _money
     return env
 
 
-def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None) -> str:
-    """The page's text, from the series folder's tables (or those given, already loaded)."""
+def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
+           redact: Redact | None = None) -> str:
+    """The page's text, from the series folder's tables (or those given, already loaded);
+    each value redacted by `redact` (by default a `Redactor` of the environment's secrets)."""
     import polars as pl
 
     from fragbench.journal import JOURNAL_FILE, read_journal
+    from fragbench.redact import Redactor
     from fragbench.report import FIGURES_DIR, LIMITS, load_tables
     from fragbench.series import read_json
 
+    if redact is None:
+        redact = Redactor.from_env().text
     info = read_json(series_dir / "series.json")
     status = read_json(series_dir / "status.json")
     plan = read_json(series_dir / "plan.json")
@@ -293,31 +346,15 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None) -> s
                         if e["kind"] == "diagnostic"],
         "not_sent": calls.filter(pl.col("status") == "not_sent").height,
     }
-    return environment().get_template("report.html.j2").render(context)
+    return environment(redact).get_template("report.html.j2").render(context)
 
 
-INLINE_SCRIPTS = "script-src 'unsafe-inline'"
-
-
-def finish_page(page: str) -> str:
-    """The page as written: redacted like every other write (its text comes from records that
-    were redacted when written; this holds whatever a render adds), and its Content-Security-
-    Policy narrowed from any inline script to the one script of the template, by its sha256,
-    so that markup that ever slipped past escaping could not run."""
-    from fragbench.redact import Redactor
-
-    page = Redactor.from_env().text(page)
-    start = page.index("<script>") + len("<script>")
-    body = page[start:page.index("</script>", start)]
-    digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode("ascii")
-    return page.replace(INLINE_SCRIPTS, f"script-src 'sha256-{digest}'", 1)
-
-
-def write_html_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None) -> Path:
-    """Write report.html beside report.md; written beside, then renamed into place, so that a
-    failed write leaves the old page, never half of one."""
+def write_html_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
+                      redact: Redact | None = None) -> Path:
+    """Write report.html beside report.md (`render`); written beside, then renamed into place,
+    so that a failed write leaves the old page, never half of one."""
     from fragbench.journal import write_text_atomically
 
     path = series_dir / REPORT_HTML
-    write_text_atomically(path, finish_page(render(series_dir, tables)))
+    write_text_atomically(path, render(series_dir, tables, redact))
     return path
