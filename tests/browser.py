@@ -71,12 +71,18 @@ def chromium_browser() -> Iterator[Any]:
 
 @attrs.define
 class Opened:
-    """A page opened from a file, and every request it made."""
+    """A page opened from a file, every request it made, and every way it could have left
+    itself: a frame navigated (the first load included), a window opened, a dialog shown."""
 
     page: Any
     url: str
     requests: list[str]
     blocked: list[str]
+    navigations: list[str] = attrs.field(factory=list)
+    popups: list[str] = attrs.field(factory=list)
+    dialogs: list[str] = attrs.field(factory=list)
+    console: list[str] = attrs.field(factory=list)
+    """What the page logged; Chromium logs each script the Content-Security-Policy refused."""
 
     def network(self) -> list[str]:
         """Every request other than the page itself. data: URLs (the embedded figures) are
@@ -84,6 +90,17 @@ class Opened:
         explicitly, should Chromium ever report them."""
         return [u for u in self.requests + self.blocked
                 if u != self.url and not u.startswith("data:")]
+
+    def elsewhere(self) -> list[str]:
+        """Every way the page went anywhere but itself: requests, a frame (main or not) that
+        navigated to or now shows another URL, a window opened, a dialog shown."""
+        frames = [f.url for f in self.page.frames]
+        return ([f"request {u}" for u in self.network()]
+                + [f"navigation {u}" for u in self.navigations if u != self.url]
+                + [f"frame {u}" for u in frames if u != self.url]
+                + [f"window {u}" for u in self.popups]
+                + [f"dialog {d}" for d in self.dialogs]
+                + ([f"page url {self.page.url}"] if self.page.url != self.url else []))
 
 
 @contextmanager
@@ -111,9 +128,19 @@ def open_page(browser: Any, path: Path, *, javascript: bool = True,
     try:
         context.route("**/*", route)
         page = context.new_page()
+        opened = Opened(page, url, requests, blocked)
         page.on("request", lambda request: requests.append(request.url))
+        page.on("framenavigated", lambda frame: opened.navigations.append(frame.url))
+        page.on("console", lambda message: opened.console.append(message.text))
+        context.on("page", lambda other: opened.popups.append(other.url))
+
+        def dialog(shown: Any) -> None:
+            opened.dialogs.append(shown.message)
+            shown.dismiss()
+
+        page.on("dialog", dialog)
         page.goto(url, wait_until="load")
-        yield Opened(page, url, requests, blocked)
+        yield opened
     finally:
         context.close()
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from conftest import run_cli
+from conftest import CANARY_KEY, run_cli
+from hostile_pages import PAGE_JS, hostile_series, key_forms, page_js_source, scripts_and_policy
 from loopback import Server, http_error, ok
 from test_report_compare import loopback_series
 
@@ -387,6 +388,39 @@ def test_markup_in_an_answer_is_shown_as_text(extractive: Path, experiment: Path
     assert citation.one("q", "extract").text() == extract
     text = page.read_text(encoding="utf-8")
     assert "&lt;script&gt;alert(&#39;answer&#39;)&lt;/script&gt;" in text
+
+
+def test_hostile_answers_one_script_allowed_by_its_hash_and_no_key(
+        extractive: Path, experiment: Path, server: Server, tmp_path: Path) -> None:
+    """The baseline beside a series of hostile answers (markup plain and as escapes, tokens,
+    the key in every form the redactor handles): the page's one <script> is page.js, the
+    policy allows it alone by the sha256 of page.js's bytes, and the key is on it in no form,
+    even where the series' table holds it (written by hand, or before it was a secret here)."""
+    hostile = hostile_series(experiment, server)
+    forms = " ".join(key_forms().values())
+    calls = pl.read_parquet(hostile / "calls.parquet")
+    calls.with_columns(pl.when(pl.col("seq") <= 4).then(pl.concat_str(pl.col(c), pl.lit(forms)))
+                       .otherwise(pl.col(c)).alias(c) for c in ("answer", "refusal", "text",
+                                                                 "model")
+                       ).write_parquet(hostile / "calls.parquet")
+    page = tmp_path / "hostile.html"
+    result = run_cli("compare", str(extractive), str(hostile), "--html", str(page),
+                     env={"OPENAI_API_KEY": CANARY_KEY})
+    assert result.returncode == 0, result.stderr
+    text = page.read_text(encoding="utf-8")
+    scripts, policy = scripts_and_policy(text)
+    assert scripts == [PAGE_JS.read_text(encoding="utf-8")]
+    assert policy["script-src"] == page_js_source() and policy["default-src"] == "'none'"
+    assert text.count("<script") == 1
+    assert "&lt;script&gt;" in text and "onerror=" in text  # the answers' markup, as text
+    for form, value in key_forms().items():
+        assert value not in text, form
+    assert CANARY_KEY.lower() not in text.lower()
+    doc = parse(page)  # (assert_self_contained reads text too: here the text names URLs)
+    assert all(not set(URL_ATTRS) & set(node.attrs) for node in doc.all())
+    assert doc.all("img") == [] and doc.all("a") == [] and doc.all("svg") == []
+    assert [m.attrs["http-equiv"] for m in doc.all("meta") if "http-equiv" in m.attrs] == [
+        "Content-Security-Policy"]
 
 
 def test_scan_state_filters_out_a_stopped_series(extractive: Path, experiment: Path,

@@ -1,0 +1,258 @@
+"""Hostile answers in report.html and the compare page, read in headless Chromium (issue 14,
+item 7: a page once ran a model's script and navigated to another origin).
+
+Two loopback series answer with `hostile_pages.script_hostile`: markup of every kind (scripts,
+`</script>`, `<img onerror>`, `javascript:` links, `<meta http-equiv=refresh>`, CSS `url()`,
+frames, attribute break-outs), the same markup as `\\u003c…\\u003e` escapes, secret-shaped
+tokens and the test key, in an answer, its extracts and cited IDs, a refusal, an unparsed
+answer, a model name and the raw bodies. Their report.html (written by `fragbench run`) and
+their compare page (`fragbench compare --html`) are opened with JavaScript on, and show:
+
+- no script of an answer ran: no mark on the page, exactly one <script> element (the page's
+  own, which did run: the filters are shown), no inline handler, no javascript: URL;
+- the page went nowhere: no request, no navigation of any frame, no window, no dialog;
+- every hostile value is on the page as text: each element's text is the stored value passed
+  through the redactor, and still holds the markup's characters;
+- the key is in the page in none of the forms the redactor handles.
+
+Then the page's second wall: an answer's scripts rendered with escaping switched off (as if it
+had failed) do not run, because the Content-Security-Policy allows only the page's own script,
+by the hash of page.js (a hash read back from the page would allow the answer's).
+And the checks themselves can fail: the same markup, not escaped, is seen doing each thing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jinja2.runtime
+import polars as pl
+import pytest
+from browser import Opened, chromium_browser, open_page, workspace
+from conftest import CANARY_KEY, run_cli
+from hostile_pages import ELSEWHERE, MARKERS, hostile_series, key_forms, markup, scripts
+from markupsafe import Markup
+
+from fragbench.redact import Redactor
+from fragbench.report_html import page_script, render
+from fragbench.testing.loopback import Server, http_error, ok
+
+HOSTILE_CALLS = 4
+"""The calls the hostile script answers (the fourth stops the series)."""
+
+
+@attrs.frozen
+class Hostile:
+    report: Path  # series A's report.html
+    compare: Path  # the compare page of A and B
+    calls: pl.DataFrame  # series A's calls.parquet, the sent ones, in plan order
+    citations: pl.DataFrame  # series A's citations.parquet
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    with chromium_browser() as browser:
+        yield browser
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Hostile:
+    """Two hostile series (A and B), their pages written with the key in the environment."""
+    root = tmp_path_factory.mktemp("hostile")
+    with pytest.MonkeyPatch.context() as mp:
+        # Module scope runs before the autouse per-test ledger store: a ledger of its own.
+        mp.setenv("FRAGBENCH_LEDGER_DIR", str(root / "ledgers"))
+        experiment = workspace(root)
+        made = []
+        for name in ("hostile-a", "hostile-b"):
+            with Server() as server:
+                made.append(hostile_series(experiment, server, name))
+        a, b = made
+        page = root / "compare.html"
+        compared = run_cli("compare", str(a), str(b), "--html", str(page),
+                           env={"OPENAI_API_KEY": CANARY_KEY})
+        assert compared.returncode == 0, compared.stderr
+    calls = pl.read_parquet(a / "calls.parquet").sort("seq").filter(
+        pl.col("status") != "not_sent")
+    assert calls.height == HOSTILE_CALLS
+    return Hostile(a / "report.html", page, calls, pl.read_parquet(a / "citations.parquet"))
+
+
+@pytest.fixture
+def redact(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """What the page must show of a stored value: the value as the redactor gives it back
+    with the key in the environment (the page then escapes it)."""
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY_KEY)
+    return Redactor.from_env().text
+
+
+# -- What the page did and holds, read in the browser -------------------------------------------
+
+DOM_JS = """() => {
+  const all = [...document.querySelectorAll('*')];
+  const own = ['charset', 'Content-Security-Policy', 'viewport', 'color-scheme', 'generator'];
+  return {
+    marks: [document.documentElement.dataset.pwned ?? null, window.__pwned ?? null],
+    scripts: [...document.scripts].map(s => s.text),
+    handlers: all.flatMap(e => [...e.attributes].filter(a => a.name.startsWith('on'))
+      .map(a => e.tagName + ' ' + a.name)),
+    links: all.flatMap(e => ['src', 'href', 'action', 'formaction', 'srcset', 'data', 'poster']
+      .filter(n => e.hasAttribute(n)).map(n => e.getAttribute(n)))
+      .filter(u => !u.startsWith('#') && !u.startsWith('data:image/')),
+    metas: [...document.querySelectorAll('meta')].map(m => m.getAttribute('http-equiv')
+      ?? m.getAttribute('name') ?? (m.hasAttribute('charset') ? 'charset' : '?'))
+      .filter(m => !own.includes(m)),
+    foreign: all.filter(e => ['IFRAME', 'FRAME', 'BASE', 'LINK', 'OBJECT', 'EMBED', 'svg',
+      'A'].includes(e.tagName) && !(e.tagName === 'A' && (e.getAttribute('href') ?? '')
+      .startsWith('#'))).map(e => e.outerHTML.slice(0, 120)),
+    styles: document.querySelectorAll('style').length,
+    styled: all.filter(e => e !== document.documentElement && e.hasAttribute('style'))
+      .map(e => e.outerHTML.slice(0, 120)),
+    filtersShown: !(document.querySelector('form.filters')?.hidden ?? true),
+  };
+}"""
+
+
+def settled(opened: Opened) -> dict[str, Any]:
+    """Once nothing is loading any more: what the page holds (DOM_JS)."""
+    opened.page.wait_for_load_state("networkidle")
+    dom: dict[str, Any] = opened.page.evaluate(DOM_JS)
+    return dom
+
+
+def text_of(page: Any, selector: str) -> str | None:
+    found: str | None = page.evaluate(
+        "s => { const e = document.querySelector(s); return e ? e.textContent : null; }",
+        selector)
+    return found
+
+
+def shown_values(hostile: Hostile, which: str) -> list[tuple[str, str, str]]:
+    """(what, CSS selector, stored value) of every hostile value a page shows; a refusal is
+    shown after `Refused: `."""
+    calls = hostile.calls.to_dicts()
+    first, refused, unparsed, renamed = calls
+    cites = hostile.citations.filter(pl.col("call_id") == first["call_id"]).sort(
+        "citation").to_dicts()
+    if which == "report":
+        def at(call: dict[str, Any]) -> str:
+            return f'article.call[data-call-id="{call["call_id"]}"]'
+        raw = [(f"raw response {c['call_id']}", f"{at(c)} details.raw pre", c["raw_response"])
+               for c in calls]
+        model = [("model", f"{at(renamed)} dd[data-field=model]", renamed["model"])]
+    else:
+        def at(call: dict[str, Any]) -> str:
+            anchor = "-".join([call["case"], call["lang"], call["variant"], call["mode"],
+                               str(call["rep"])])
+            return f'article.cell[id="cell-{anchor}"] div.side-a'
+        raw = []
+        model = []
+    values = [("answer", f"{at(first)} p.answer", first["answer"]),
+              ("refusal", f"{at(refused)} p.refusal", "Refused: " + refused["refusal"]),
+              ("unparsed answer", f"{at(unparsed)} pre.answer", unparsed["text"]),
+              *raw, *model]
+    for c in cites:
+        n = c["citation"]
+        values.append((f"extract {n}", f"{at(first)} li.citation[data-citation='{n}'] q.extract",
+                       c["extract"]))
+        values.append((f"cited ID {n}", f"{at(first)} li.citation[data-citation='{n}'] "
+                       ".cited-id", c["id"]))
+    return values
+
+
+@pytest.mark.parametrize("which", ["report", "compare"])
+def test_hostile_answers_run_nothing_go_nowhere_and_read_as_text(
+        chromium: Any, hostile: Hostile, redact: Any, which: str) -> None:
+    path = hostile.report if which == "report" else hostile.compare
+    with open_page(chromium, path) as opened:
+        dom = settled(opened)
+        assert opened.elsewhere() == []
+        assert dom["marks"] == [None, None]
+        assert dom["scripts"] == [page_script().source]
+        assert dom["filtersShown"]  # the page's own script ran
+        assert dom["handlers"] == [] and dom["links"] == [] and dom["foreign"] == []
+        assert dom["metas"] == [] and dom["styles"] == 1 and dom["styled"] == []
+
+        page = opened.page
+        hostile_text = 0
+        for what, selector, stored in shown_values(hostile, which):
+            if stored is None:  # a value the page does not show (never for these calls)
+                continue
+            shown = text_of(page, selector)
+            assert shown == redact(stored), f"{what} ({selector})"
+            hostile_text += any(m in shown for m in MARKERS)
+        assert hostile_text >= 5  # the markup is there, as text
+        model = text_of(page, "dl.run dd[data-field=model]") or ""
+        assert redact(hostile.calls["model"][-1]) in model
+        assert all(m in model for m in ("<script>", "onerror=", "javascript:"))
+        assert opened.elsewhere() == []
+
+
+@pytest.mark.parametrize("which", ["report", "compare"])
+def test_the_key_is_in_no_page_in_any_form(hostile: Hostile, which: str) -> None:
+    """The answers echo the key in every form the redactor handles; the page holds none."""
+    data = (hostile.report if which == "report" else hostile.compare).read_bytes()
+    text = data.decode("utf-8")
+    for form, value in key_forms().items():
+        assert value not in text, form
+    assert CANARY_KEY.lower() not in text.lower()
+    assert data.count(b"[redacted]") >= 5
+
+
+def test_a_script_past_escaping_still_cannot_run(chromium: Any, experiment: Path,
+                                                 server: Server, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second wall: were escaping ever to fail, the Content-Security-Policy still allows
+    only the page's own script. An answer holding scripts (an element, an onerror and an
+    onload handler) is rendered with Jinja2's escape switched off (as if it had failed), so
+    that its markup lands in the page as it is, before the page's own script; none of it
+    runs: the page's own script does, and Chromium says it refused the others."""
+    server.script[0] = ok(text=json.dumps({"answer": scripts("answer"), "citations": []}))
+    server.script[1] = http_error(500)
+    out = experiment.parent.parent / "outputs"
+    ran = run_cli("run", str(experiment), "--series", "past-escaping", "--backend", "openai",
+                  "--out", str(out),
+                  env={"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+    assert ran.returncode == 3, ran.stderr
+    # The compiled templates take `escape` from jinja2.runtime when they are loaded (each
+    # render loads them afresh): a pass-through here is escaping that failed.
+    monkeypatch.setattr(jinja2.runtime, "escape", lambda value: Markup(str(value)))
+    page = tmp_path / "report.html"
+    page.write_text(render(out / "protocol-1.0" / "past-escaping"), encoding="utf-8")
+    assert scripts("answer") in page.read_text(encoding="utf-8")  # the first wall is down
+    with open_page(chromium, page) as opened:
+        dom = settled(opened)
+        assert dom["marks"] == [None, None]
+        assert dom["filtersShown"]  # the page's own script still runs
+        assert len(dom["scripts"]) >= 2 and dom["scripts"][-1] == page_script().source
+        assert len(dom["handlers"]) >= 2  # they are there: the policy stopped them
+        refused = [line for line in opened.console if "Content Security Policy" in line]
+        assert len(refused) >= 2, opened.console  # the script element and a handler at least
+        assert opened.elsewhere() == []
+
+
+def test_the_checks_see_each_thing_hostile_markup_does(chromium: Any, tmp_path: Path) -> None:
+    """The checks above can fail: the same markup on a page that does not escape it (and has
+    no policy) runs a script, leaves the page and makes requests, and each is seen."""
+    page = tmp_path / "unescaped.html"
+    page.write_text("<!doctype html><html><head></head><body><p>"
+                    + markup("answer") + "</p></body></html>", encoding="utf-8")
+    with open_page(chromium, page) as opened:
+        opened.page.wait_for_load_state("networkidle")
+        gone = opened.elsewhere()
+        assert any(line.startswith("request " + ELSEWHERE) for line in gone), gone
+        assert any(f"{ELSEWHERE}/answer" in line for line in gone), gone
+    copy = tmp_path / "stays.html"
+    shutil.copy(page, copy)
+    stay = copy.read_text(encoding="utf-8").replace("location=", "void ")
+    copy.write_text(stay.replace('http-equiv="refresh"', 'name="refresh"'), encoding="utf-8")
+    with open_page(chromium, copy) as opened:
+        dom = settled(opened)
+        assert dom["marks"] == ["answer", "answer"]
+        assert len(dom["scripts"]) == 2 and dom["handlers"] and dom["links"] and dom["foreign"]
+        assert dom["styled"] and dom["styles"] == 1
