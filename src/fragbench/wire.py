@@ -61,7 +61,7 @@ MAX_HEAD = 64 * 1024
 """The most bytes a response head (status line and headers) may take; h11 refuses a longer
 one, and the response is doubtful."""
 READ_CHUNK = 64 * 1024
-CLOSE_GRACE = 2.0
+CLOSE_GRACE = 1.0
 """How long, at most, the server is waited for to close the connection after the body (it
 must, after `Connection: close`); bytes arriving in that time make the response doubtful. A
 server that neither closes nor sends anything is given the benefit of the doubt: its
@@ -273,7 +273,7 @@ def tunnel(sock: socket.socket, exchange: Exchange, host: str, port: int) -> Non
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                conn.receive_data(sock.recv(READ_CHUNK))
+                conn.receive_data(receive(sock, exchange))
                 continue
             if isinstance(event, h11.InformationalResponse):
                 continue
@@ -288,7 +288,7 @@ def tunnel(sock: socket.socket, exchange: Exchange, host: str, port: int) -> Non
         raise httpx2.ConnectTimeout("the proxy did not open the tunnel in time") from exc
     except h11.RemoteProtocolError as exc:
         raise httpx2.ConnectError(f"the proxy's answer to CONNECT is not HTTP ({exc})") from exc
-    except OSError as exc:
+    except (OSError, httpx2.ReadError) as exc:
         raise httpx2.ConnectError(f"the proxy failed while opening the tunnel: {exc}") from exc
 
 
