@@ -478,3 +478,69 @@ def test_an_incomplete_answer_keeps_its_text_and_collection_goes_on(experiment: 
     assert sixth["text"] == CUT
     assert sixth["parsed"] is False and sixth["stop_reason"] is None
     assert sixth["cost_usd"] == cost_of_default_usage(5)
+
+
+# -- Survivors of the issue-18 cosmic-ray run, killed -------------------------------------------
+
+ONE_TERM = """
+id = "one"
+license = "CC-BY-4.0"
+conditions = ["F2"]
+variants = { A = ["F1", "F2"] }
+
+[en]
+source = "Museum"
+question = "Is the museum open on Mondays?"
+facts.F1 = "Tickets are sold at the door."
+facts.F2 = "Mondays!"
+"""
+
+
+def test_a_chunk_of_one_term_is_scored_by_the_same_rule(tmp_path: Path) -> None:
+    """Protocol: distinct question terms present "divisé par la racine carrée du nombre de
+    termes du fragment". A one-sentence chunk of one term that the question holds ("Mondays!"
+    -> mondays) scores 1/sqrt(1) = 1 and is kept; F1 (tickets sold door) holds none of museum,
+    open, mondays: 0."""
+    table = retrieved(tmp_path, ONE_TERM, [(1, 1)]).sort("chunk")
+    assert [(r["n_terms"], r["matched_terms"]) for r in table.to_dicts()] == [
+        (3, []), (1, ["mondays"])]
+    assert table["score"].to_list() == [0.0, 1.0]
+    assert table["rank"].to_list() == [None, 1]
+
+
+def test_an_empty_collection_answers_every_query_with_nothing() -> None:
+    """Collection mode (README: every query against every chunk of a collection): with no
+    sentence there is no chunk, so no query has a rank; an empty table, never an error."""
+    from fragbench.collection import retrieve_collection
+
+    sentences = pl.DataFrame(schema={"passage": pl.String, "position": pl.Int64,
+                                     "lang": pl.String, "text": pl.String})
+    queries = pl.DataFrame({"query": ["q1"], "lang": ["en"], "text": ["open on Sunday"]})
+    result = retrieve_collection(sentences, queries, 3, 1)
+    assert result.height == 0
+    assert result.columns == ["query", "rank", "passage", "chunk", "score", "tied"]
+
+
+class _RowTooMany(SqrtLexical):
+    def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+        scored = super().score(chunks, questions)
+        return pl.concat([scored, scored.head(1)])
+
+
+class _RowTooFew(SqrtLexical):
+    def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+        return super().score(chunks, questions).slice(1)
+
+
+@pytest.mark.parametrize("scorer", [_RowTooMany(), _RowTooFew()], ids=["too-many", "too-few"])
+def test_a_scorer_that_returns_other_rows_than_the_chunks_is_refused(tmp_path: Path,
+                                                                    scorer: Any) -> None:
+    """docs/plugins.md: a scorer returns the chunks it was given, one row each. One row more
+    (a chunk scored twice: which score would rank?) or one fewer (a chunk never ranked) is
+    refused, naming the plugin, before anything is selected."""
+    from fragbench.errors import PluginError
+
+    path = tmp_path / "one.toml"
+    path.write_text(ONE_TERM, encoding="utf-8")
+    with pytest.raises(PluginError, match=r"scorer 'sqrt-lexical' .* rows for 2 chunks"):
+        retrieve(load_corpus([path]), SentenceGroups(), scorer, [(1, 1)])
