@@ -8,7 +8,7 @@ once, with 3 secrets in the environment, for the redactor of a given commit (`--
 from `git show REV:src/fragbench/redact.py` into a temporary module) and the working tree's.
 Target: at least 20 MB/s after, and the time per MB flat from 1 to 16 MB.
 
-    .venv/bin/python benchmarks/bench_redact.py [--sizes 1 4 16] [--repeat 3] [--before 10c396b]
+    .venv/bin/python benchmarks/bench_redact.py [--sizes 1 4 16] [--repeat 3] [--before d66cd6c]
     .venv/bin/python benchmarks/bench_redact.py --skip-before   # the working tree's alone
 
 The old redactor takes about 2 s per MB: at the default sizes its runs take a few minutes.
@@ -101,7 +101,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16], help="MB")
     parser.add_argument("--repeat", type=int, default=3, help="runs per body (after)")
-    parser.add_argument("--before", default="10c396b", help="commit of the old redactor")
+    parser.add_argument("--before", default="d66cd6c", help="commit of the old redactor")
     parser.add_argument("--skip-before", action="store_true")
     args = parser.parse_args()
     os.environ.update(SECRETS)

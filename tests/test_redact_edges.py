@@ -297,6 +297,26 @@ def test_any_text_around_any_form(before: str, after: str, form: str) -> None:
     out.encode("utf-8")
 
 
+def test_every_character_is_mapped_back() -> None:
+    """All 1,114,112 code points (surrogates, NUL, invisible ones included) around the key:
+    the key alone is replaced."""
+    everything = "".join(map(chr, range(0x110000)))
+    text = everything + KEY + everything[::-1] + "\\u0073" + KEY[1:]
+    assert REDACTOR.text(text) == everything + MARK + everything[::-1] + MARK
+
+
+@pytest.mark.parametrize("run", ["\\", "\\u0041", "%41", "0a1b", "\\\\n"])
+def test_long_runs_of_escape_characters_are_cut_and_mapped(run: str) -> None:
+    """Text made only of what escapes are made of, where a chunk cannot be cut at an ordinary
+    character: still read in pieces, and mapped back exactly."""
+    hex_secret = "deadbeef0123456789abcdef"
+    r = Redactor([hex_secret, KEY])
+    filler = run * (1_000_000 // len(run))
+    escaped = "".join(f"\\u{ord(c):04x}" for c in KEY)
+    text = f"{filler} {hex_secret} {filler} {escaped} {filler}"
+    assert r.text(text) == f"{filler} {MARK} {filler} {MARK} {filler}"
+
+
 def test_a_16_mb_body_is_redacted_exactly() -> None:
     """Linear time, shown by running it (the speed itself is in benchmarks/bench_redact.py)."""
     line = "Lines of an answer with café, \\n and \\\"quotes\\\" in them, long enough.\n"

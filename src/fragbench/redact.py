@@ -165,16 +165,28 @@ def _visible(text: str) -> str:
 
 def _chunks(text: str, start: int, end: int, size: int) -> Iterator[tuple[int, int]]:
     """[start, end) of `text` in pieces of about `size` characters, each cut where no escape
-    straddles the cut."""
+    straddles the cut (`start` and `end` are such places)."""
     while start < end:
         cut = start + size
         if cut >= end:
             yield start, end
             return
-        found = _CHUNK_START.search(text, cut, end)
-        cut = found.start() if found else end
+        cut = _safe_cut(text, start, cut, end)
         yield start, cut
         start = cut
+
+
+def _safe_cut(text: str, start: int, cut: int, end: int) -> int:
+    """The first place from `cut` on where no escape of the text straddles."""
+    found = _CHUNK_START.search(text, cut, min(end, cut + 64))
+    if found:
+        return found.start()
+    # A long run of the characters escapes are made of: follow the escapes themselves, from
+    # `start` (where the whole text's escapes are the same as those read from there).
+    for m in _ESCAPE.finditer(text, start, end):
+        if m.end() >= cut:
+            return m.end() if m.start() < cut else cut
+    return cut
 
 
 _Map = tuple[list[int], list[int], list[int], list[int]]
