@@ -4,7 +4,8 @@
 
 - `fragbench.testing.loopback`: `Server(api)` for the `responses`, `chat` and `messages` API
   shapes, with scriptable faults (`ok`, `http_error`, `redirect`, `sleep`, `trickle`, `drop`,
-  ...);
+  ...) and hostile bytes (`followed_by` + `second_response`, `lying_length`, `edited`,
+  `gzipped`, `gzip_bomb`, `raw_bytes`); each request records the connection it came on;
 - `fragbench.testing.contracts`: `check_chunker`, `check_scorer`, `check_backend` (the fault
   suite), each failing with an AssertionError that names the promise that broke;
 - `fragbench.testing.plugin`: the pytest plugin (entry point `pytest11`), loaded wherever
