@@ -307,7 +307,7 @@ def route(params: Mapping[str, Any], *, url_env: str, default_url: str,
 def describe(where: Route) -> str:
     """One line: where calls would go (check_environment's answer)."""
     through = f" through the proxy {where.proxy}" if where.proxy else ""
-    key = f"key from {where.key_env}" if where.key_env else "no key sent"
+    key = f"key from {where.key_env}" if where.key_env else "no key"
     return f"{where.public}{through} ({key})"
 
 
