@@ -165,7 +165,7 @@ def authority(host: str, port: int) -> str:
 
 class WireTransport(httpx2.BaseTransport):
     """An httpx2 transport: one request per connection, bounded, within a deadline (the module
-    docstring). `timeout` and MAX_BODY apply to a request sent outside `calling`; `proxy` is
+    docstring). `timeout` and `max_body` apply to a request sent outside `calling`; `proxy` is
     (host, port) of an http proxy, `proxy_url` its public URL, or both None."""
 
     def __init__(self, timeout: float, *, proxy: tuple[str, int] | None = None,
