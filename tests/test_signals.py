@@ -100,6 +100,7 @@ def start_run(experiment: Path, server: Server, **popen: Any) -> Run:
     """A billed run of 72 calls in a subprocess, against `server`."""
     out = experiment.parent.parent / "outputs"
     env = process_env({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+    env.pop("PYTHONUNBUFFERED", None)  # output buffered, as from a user's shell
     streams: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     streams.update(popen)
     proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),

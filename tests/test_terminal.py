@@ -13,6 +13,7 @@ import os
 import pty
 import select
 import threading
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -78,11 +79,50 @@ def test_a_terminal_closed_mid_run_stops_nothing(experiment: Path, server: Serve
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
+    # Drawn as a bar: a line redrawn in place (erase line), holding the count of calls.
     wait_for("call 2 at the server, the bar drawn",
-             lambda: len(server.requests) >= 2 and "━".encode() in drawn)
+             lambda: len(server.requests) >= 2 and b"\x1b[2K" in drawn and b"1/72" in drawn)
     stop.set()
     reader.join()
     os.close(master)  # the terminal window is closed
     gate.set()
     assert run.proc.wait(PATIENCE) == 0
     assert_complete(run.series_dir, server)
+
+
+@pytest.mark.parametrize("when", ["before the bar", "under the bar, then a line",
+                                  "under the bar, then the end"])
+def test_the_bar_on_a_terminal_that_closed_raises_nothing(monkeypatch: pytest.MonkeyPatch,
+                                                          when: str) -> None:
+    """The reporter itself, in process, drawing on a pseudo-terminal whose other side is
+    closed: every later line is dropped, none raises (rich raises EIO there)."""
+    from fragbench.collect import Progress
+    from fragbench.progress import Reporter
+
+    master, slave = pty.openpty()
+    terminal = os.fdopen(slave, "w", encoding="utf-8")
+    monkeypatch.setattr("sys.stderr", terminal)
+    monkeypatch.setattr("sys.stdout", terminal)
+
+    def progress(seq: int) -> Progress:
+        return Progress(seq, 72, f"c{seq}", "completed", Decimal(0), None, None)
+
+    def close() -> None:  # the terminal window is closed
+        os.read(master, 65536)
+        os.close(master)
+
+    try:
+        with Reporter() as reporter:
+            reporter.phase("collecting")
+            if when == "before the bar":
+                close()
+            reporter.update(progress(1))
+            if when != "before the bar":
+                close()
+            reporter.update(progress(2))
+            if when == "under the bar, then a line":
+                reporter.note("phase: deriving the tables")
+        reporter.phase("after the bar")
+    finally:
+        monkeypatch.undo()
+        terminal.close()

@@ -390,10 +390,12 @@ class _Collection:
                 timeout = getattr(self.session, "timeout", None)
                 deadline = f" (its deadline: {timeout:g} s)" if isinstance(
                     timeout, int | float) else ""
-                self.notice(f"{interruption.name}: no new call will start; waiting for the "
-                            f"answer to call {call.seq}/{len(self.calls)}, already sent and "
-                            f"paid for, to record it{deadline}; {interruption.again} to "
-                            "abandon it (it then stays counted at its reservation)")
+                with contextlib.suppress(OSError):  # said best effort, as progress is
+                    self.notice(f"{interruption.name}: no new call will start; waiting for "
+                                f"the answer to call {call.seq}/{len(self.calls)}, already "
+                                f"sent and paid for, to record it{deadline}; "
+                                f"{interruption.again} to abandon it (it then stays counted "
+                                "at its reservation)")
         self.give_up()
         if self.unreceived is not None:
             self.pending, cause = self.unreceived

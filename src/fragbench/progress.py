@@ -78,8 +78,11 @@ class Reporter:
         left = elapsed / p.seq * (p.total - p.seq) if p.seq else 0.0
         return f"{clock(elapsed)} elapsed, about {clock(left)} left"
 
-    def _line(self, p: Progress) -> str:
-        line = f"call {p.seq}/{p.total} {p.call_id}: {p.status}; {self._times(p)}"
+    def _line(self, p: Progress, numbered: bool = True) -> str:
+        """One call's line; on the bar (not `numbered`, the bar counts) the times come first,
+        so that a narrow terminal cuts the money rather than them."""
+        line = (f"call {p.seq}/{p.total} {p.call_id}: {p.status}; {self._times(p)}" if numbered
+                else f"{self._times(p)}; {p.call_id}: {p.status}")
         if p.budget_used is not None and p.ceiling is not None:
             line += (f"; series spent {usd(p.spent)} USD; budget used {usd(p.budget_used)} of "
                      f"{usd(p.ceiling)} USD")
@@ -110,24 +113,25 @@ class Reporter:
                     or p.seq % math.ceil(p.total / 10) == 0:
                 emit(self._line(p), err=True)
             return
-        try:
-            if self._bar is None:
-                from rich.console import Console
-                from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
-                from rich.progress import Progress as Bar
+        # An OSError here (a terminal that closed) reaches the collector, which ignores it.
+        if self._bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+            from rich.progress import Progress as Bar
+            from rich.table import Column
 
-                self._bar = Bar(TextColumn("{task.description}", markup=False), BarColumn(),
-                                MofNCompleteColumn(), transient=False,
-                                console=Console(stderr=True))
-                self._bar.start()
-                self._task = self._bar.add_task("", total=p.total)
-            self._bar.update(self._task, completed=p.seq, description=self._line(p))
-        except OSError:  # the terminal closed: no bar from now on
-            self._close_bar()
+            # The bar and the count keep their width; the line is cut (…) on a narrow terminal.
+            self._bar = Bar(BarColumn(bar_width=20, table_column=Column(width=20)),
+                            MofNCompleteColumn(),
+                            TextColumn("{task.description}", markup=False, table_column=Column(
+                                ratio=1, no_wrap=True, overflow="ellipsis")),
+                            transient=False, expand=True, console=Console(stderr=True))
+            self._bar.start()
+            self._task = self._bar.add_task("", total=p.total)
+        self._bar.update(self._task, completed=p.seq, description=self._line(p, numbered=False))
 
     def _close_bar(self) -> None:
         bar, self._bar = self._bar, None
-        _silence(sys.stderr)
         if bar is not None:
             with contextlib.suppress(Exception):  # a bar that cannot draw has nothing to say
                 bar.stop()
