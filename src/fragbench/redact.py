@@ -111,7 +111,7 @@ _WIDE_INVISIBLE = re.compile(_utf8_pattern(
     [c for a, b in INVISIBLE for c in range(max(a, 0x80), b + 1)]))
 
 # An escape, at up to 8 levels of escaping (`\\\\u0073` is JSON in a JSON string), or a
-# percent-escape. Bounded, so that no token is longer than 14 characters.
+# percent-escape. Bounded, so that no token is longer than 13 characters.
 # (Each alternative starts with its own character, so that the pattern is tried only there.)
 _ESCAPE = re.compile(r"(\\\\{0,7}(?:u[0-9a-fA-F]{4}|[nrtbf\"/\\])|%[0-9a-fA-F]{2})")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
