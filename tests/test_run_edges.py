@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ from test_transport_faults import free_port
 
 import fragbench
 from fragbench.errors import Interrupted
-from fragbench.interruption import Interruption
+from fragbench.interruption import SIGNALS, Interruption, on_signals
 from fragbench.run import run
 
 OPENAI = ("--series", "openai", "--backend", "openai")
@@ -64,6 +65,16 @@ def test_a_notebook_interrupts_a_run_through_its_interruption(experiment: Path,
     assert len(openai_env.requests) == 2 and result.sent == 2 and not result.sent_nothing
     assert calls_of(result.series_dir)["status"][:3].to_list() == ["completed", "completed",
                                                                    "not_sent"]
+
+
+def test_signal_handlers_are_the_run_s_only_while_it_runs() -> None:
+    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    asked = Interruption()
+    with on_signals(asked):
+        assert all(signal.getsignal(sig) not in (before[sig], None) for sig in SIGNALS)
+        signal.raise_signal(signal.SIGTERM)  # handled: this process goes on
+    assert asked.requested and asked.exit_code == 143
+    assert {sig: signal.getsignal(sig) for sig in SIGNALS} == before
 
 
 def test_an_interruption_before_the_series_began_writes_nothing(experiment: Path,

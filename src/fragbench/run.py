@@ -177,8 +177,8 @@ def _derived_names(series_dir: Path) -> set[str]:
 
 def _sent_nothing(series_dir: Path, ledger: Ledger | None) -> bool:
     """Whether an existing series folder provably sent nothing: its journal holds no
-    reservation, or only calls whose outcome says they never left; the budget's ledger counts
-    no other call of it and nothing for those; the folder holds only what fragbench writes
+    reservation, or only calls whose outcome says they never left; the budget's ledger names
+    no other call of it; the folder holds only what fragbench writes
     (what it writes before the first call, or also its tables and report when the journal
     says nothing left)."""
     journal = series_dir / JOURNAL_FILE
@@ -197,8 +197,10 @@ def _sent_nothing(series_dir: Path, ledger: Ledger | None) -> bool:
                 "series_uid")
         except (OSError, ValueError, AttributeError):
             return True  # torn before its uid was durable: no call can name it
+        # The ledger names no call the journal does not prove never sent (a crash between the
+        # journal's outcome and the ledger's leaves the reservation counted: it errs high).
         counted = ledger.series_calls(uid) if isinstance(uid, str) else {}
-        return set(counted) <= calls and all(c == 0 for c in counted.values())
+        return set(counted) <= calls
     return True
 
 
