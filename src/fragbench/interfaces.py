@@ -194,6 +194,24 @@ class BackendFailure(Exception):
 
 
 class Session(Protocol):
+    """One series' connection to a backend.
+
+    Optional attributes the core uses when a session has them (a session built on
+    `fragbench.transport.SDKSession` has all three, so an outside backend on it gets them
+    without extra work):
+
+    - `on_body: Callable[[str, int], None] | None`: set by the collector before each call;
+      called with (the body as received, escaped where it is not valid UTF-8; the HTTP
+      status) before anything parses it, so that what was paid for is journaled first.
+    - `max_body_bytes: int`: set by the core from the frozen plan (`max_response_bytes`);
+      a body larger than this after decompression is a technical failure.
+    - `proxy: str | None`: the proxy the config named (never one from the environment),
+      named in the pre-run line and in series.json.
+
+    A backend may also define `check_environment(params) -> str`: what `open` would check
+    (endpoint, key shape, certificates, proxy), sending nothing; `plan` shows its answer.
+    """
+
     endpoint: str
     """Where requests go (a base URL, or a description for offline backends)."""
 
