@@ -326,3 +326,15 @@ def test_a_certificate_variable_naming_nothing_refuses_the_session(
         assert line.startswith(f"{variable} is set to {missing}, which is not an existing "
                                f"{what}"), line
     assert listener.connections == 0
+
+
+def test_an_unknown_backend_parameter_is_named_with_the_nearest_known_one() -> None:
+    """Issue 14, item 10: a typo in a backend's parameters is refused, naming the parameter
+    it probably meant (not silently dropped, not a bare list)."""
+    from fragbench.builtin.openai_backend import OpenAIBackend
+
+    params = {"model": "gpt-6-astra", "reasoning_effort": "medium", "max_output_tokens": 1200,
+              "service_tier": "default", "store": False, "timeout_seconds": 600,
+              "timout_seconds": 30}
+    with pytest.raises(ValueError, match=r"timout_seconds \(did you mean timeout_seconds\?\)"):
+        OpenAIBackend().check_params(params)

@@ -361,8 +361,11 @@ def check_types(params: dict[str, Any], required: dict[str, type | tuple[type, .
     for key, value in params.items():
         kind = required.get(key, optional.get(key))
         if kind is None:
+            from fragbench.suggest import unknown
+
             extra = sorted(set(params) - set(required) - set(optional))
-            raise ValueError(f"unknown parameter(s) {', '.join(extra)}")
+            raise ValueError("unknown parameter(s) " + "; ".join(
+                unknown(k, [*required, *optional]) for k in extra))
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise ValueError(f"{key} has the wrong type ({type(value).__name__})")
         if key in required and isinstance(value, str) and not value.strip():
