@@ -441,8 +441,8 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
                 f"the {len(calls)} planned calls reserve {usd(total)} USD")
         else:
             say(f"collecting {len(calls)} calls with backend {backend} ({label}, "
-                f"{'unpriced' if is_model else 'a non-model baseline'}) at {endpoint}{route}: "
-                "nothing is billed")
+                f"{'unpriced' if is_model else 'a non-model baseline'}), endpoint "
+                f"{endpoint}{route}; nothing is billed")
         bounds = {c.seq: len(request_text(c.request).encode("utf-8"))
                   + experiment.budget.framing_tokens for c in calls}
         stop = collect(calls, reservations, session, backend_cfg, journal, book,
