@@ -11,7 +11,7 @@ Target: at least 20 MB/s after, and the time per MB flat from 1 to 16 MB.
     .venv/bin/python benchmarks/bench_redact.py [--sizes 1 4 16] [--repeat 3] [--before d66cd6c]
     .venv/bin/python benchmarks/bench_redact.py --skip-before   # the working tree's alone
 
-The old redactor takes about 2 s per MB: at the default sizes its runs take a few minutes.
+The old redactor takes 3 to 9 s per MB here: at the default sizes its runs take about 9 minutes.
 """
 
 from __future__ import annotations
