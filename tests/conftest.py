@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -127,3 +128,15 @@ def refreeze(experiment: Path, old: str, new: str) -> None:
     config.write_text(text.replace(old, new), encoding="utf-8")
     frozen = run_cli("freeze", str(experiment))
     assert frozen.returncode == 0, frozen.stderr
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    """One browser per test process, shared by every browser test file (Playwright's sync API
+    runs one event loop per thread: a second browser opened beside it would fail). Skipped,
+    with the reason, where there is none; each test opens its own context, so no state passes
+    between tests."""
+    from browser import chromium_browser
+
+    with chromium_browser() as browser:
+        yield browser

@@ -29,14 +29,13 @@ import re
 import shutil
 import stat
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import polars as pl
 import pytest
-from browser import ROOT, chromium_browser, open_page, stopped_series, workspace
+from browser import ROOT, open_page, stopped_series, workspace
 from conftest import run_cli
 
 REASON_WORDS = {"valid": "valid", "misattributed": "misattributed",
@@ -71,14 +70,6 @@ class Series:
 
     def cited(self, call_id: str) -> list[dict[str, Any]]:
         return self.citations.filter(pl.col("call_id") == call_id).sort("citation").to_dicts()
-
-
-@pytest.fixture(scope="session")
-def chromium() -> Iterator[Any]:
-    """One browser per test process (skipped, with the reason, where there is none); each test
-    opens its own context, so no state passes between tests."""
-    with chromium_browser() as browser:
-        yield browser
 
 
 @pytest.fixture(scope="module")

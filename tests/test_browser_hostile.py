@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ import attrs
 import jinja2.runtime
 import polars as pl
 import pytest
-from browser import Opened, chromium_browser, open_page, workspace
+from browser import Opened, open_page, workspace
 from conftest import CANARY_KEY, run_cli
 from hostile_pages import ELSEWHERE, MARKERS, hostile_series, key_forms, markup, scripts
 from markupsafe import Markup
@@ -52,12 +51,6 @@ class Hostile:
     compare: Path  # the compare page of A and B
     calls: pl.DataFrame  # series A's calls.parquet, the sent ones, in plan order
     citations: pl.DataFrame  # series A's citations.parquet
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with chromium_browser() as browser:
-        yield browser
 
 
 @pytest.fixture(scope="module")

@@ -23,11 +23,12 @@ import os
 import sys
 import time
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from fragbench.budget import usd
-from fragbench.collect import Progress
 from fragbench.redact import Redactor
+
+if TYPE_CHECKING:  # the CLI imports `emit` for every line it prints: no Polars at start-up
+    from fragbench.collect import Progress
 
 
 def _silence(stream: TextIO) -> None:
@@ -84,6 +85,8 @@ class Reporter:
         line = (f"call {p.seq}/{p.total} {p.call_id}: {p.status}; {self._times(p)}" if numbered
                 else f"{self._times(p)}; {p.call_id}: {p.status}")
         if p.budget_used is not None and p.ceiling is not None:
+            from fragbench.budget import usd
+
             line += (f"; series spent {usd(p.spent)} USD; budget used {usd(p.budget_used)} of "
                      f"{usd(p.ceiling)} USD")
         return self._redactor.text(line)
