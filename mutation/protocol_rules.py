@@ -93,10 +93,11 @@ def copy_paths(root: Path) -> list[str]:
     return [str(root / "src"), *sorted(str(p) for p in root.glob("plugins/*/src"))]
 
 
-def pytest(tests: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """The exit code, and the first line pytest marks `E` (why the test failed)."""
+def pytest_run(tests: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run pytest on `tests` (paths or node ids, or -k and its expression) as the configs do;
+    the exit code, and the first line pytest marks `E` (why a test failed)."""
     command = [".venv/bin/python", "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-               *[f"{TESTS}::{t}" for t in tests]]
+               *tests]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env,
                           check=False)
     marked = [line for line in done.stdout.splitlines() if line.startswith("E ")]
@@ -123,7 +124,7 @@ def main(argv: list[str]) -> int:
                   "refusing")
             return 2
     chosen = [m for m in MUTANTS if only in m[1] or only in m[4]]
-    if pytest(sorted({m[4] for m in chosen}), env)[0] != 0:
+    if pytest_run(sorted({f"{TESTS}::{m[4]}" for m in chosen}), env)[0] != 0:
         print(f"the tests fail unmutated: fix them first ({TESTS})")
         return 1
     for path, what, old, new, test in chosen:
@@ -134,7 +135,7 @@ def main(argv: list[str]) -> int:
             continue
         try:
             source.write_text(original.replace(old, new), encoding="utf-8")
-            code, why = pytest([test], env)
+            code, why = pytest_run([f"{TESTS}::{test}"], env)
         finally:
             source.write_text(original, encoding="utf-8")
         print(f"{'KILLED' if code else 'SURVIVED':8} {path}: {what} -> {test}")

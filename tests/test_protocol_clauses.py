@@ -202,6 +202,7 @@ def test_before_each_call_everything_still_planned_must_fit(experiment: Path,
     assert len(server.requests) == 1
     status = status_of(series_dir)
     assert (status["stop"]["reason"], status["stop"]["seq"]) == ("budget", 2)
+    assert "71 calls still planned" in status["stop"]["detail"]  # calls 2 to 72
     calls = calls_of(series_dir)
     assert calls["status"].to_list() == ["completed"] + ["not_sent"] * 71
     assert calls["cost_usd"][0] == cost_of_default_usage(0)
@@ -466,10 +467,17 @@ CUT = '{"answer": "Le service coûte 10 € par mois, sauf'
 def test_an_incomplete_answer_keeps_its_text_and_collection_goes_on(experiment: Path,
                                                                     server: Server) -> None:
     """Protocol: "Toute sortie incomplète reste publiée comme telle" / "retain incomplete
-    answers". Call 6 stops at the output ceiling half-way through its JSON: it is kept as
-    it came, text and all (not parsed, since it is cut), priced at its usage, and the series
-    goes on to call 72."""
-    server.script[5] = ok(status="incomplete", incomplete_reason="max_output_tokens", text=CUT)
+    answers", and "max_output_tokens:1200 (raisonnement compris)". Call 6 stops at the
+    output ceiling half-way through its JSON, having used exactly the 1,200 output tokens it
+    was allowed (1,100 of them reasoning): a usage the request could produce. It is kept as it
+    came, text and all (not parsed, since it is cut), priced at its usage (1,500 input tokens,
+    none cached: (1500 x 10 + 1200 x 50) per million = 0.075 USD), and the series goes on."""
+    usage = {"input_tokens": 1500, "input_tokens_details": {"cached_tokens": 0,
+                                                            "cache_write_tokens": 0},
+             "output_tokens": 1200, "output_tokens_details": {"reasoning_tokens": 1100},
+             "total_tokens": 2700}
+    server.script[5] = ok(status="incomplete", incomplete_reason="max_output_tokens", text=CUT,
+                          usage=usage)
     result, series_dir = series(experiment, server)
     assert result.returncode == 0, result.stderr
     assert len(server.requests) == 72
@@ -477,7 +485,7 @@ def test_an_incomplete_answer_keeps_its_text_and_collection_goes_on(experiment: 
     assert (sixth["status"], sixth["incomplete_reason"]) == ("incomplete", "max_output_tokens")
     assert sixth["text"] == CUT
     assert sixth["parsed"] is False and sixth["stop_reason"] is None
-    assert sixth["cost_usd"] == cost_of_default_usage(5)
+    assert sixth["cost_usd"] == Decimal("0.075") <= sixth["reserved_usd"]
 
 
 # -- Survivors of the issue-18 cosmic-ray run, killed -------------------------------------------
@@ -544,3 +552,236 @@ def test_a_scorer_that_returns_other_rows_than_the_chunks_is_refused(tmp_path: P
     path.write_text(ONE_TERM, encoding="utf-8")
     with pytest.raises(PluginError, match=r"scorer 'sqrt-lexical' .* rows for 2 chunks"):
         retrieve(load_corpus([path]), SentenceGroups(), scorer, [(1, 1)])
+
+
+def test_a_fact_not_supplied_is_not_supplied_whatever_its_id_sorts_after() -> None:
+    """Protocol: extracts checked against "les fragments reçus". A call shown F2 and F3 that
+    cites F1 (a fact of the case it was not shown) cites it `not_supplied`, whichever way the
+    IDs sort; a call shown nothing at all cites every known ID `not_supplied` too."""
+    tables = measure_citations(FACTS, [
+        call("x", "fr", ["F2", "F3"], [("F1", "Le service coûte")]),
+        call("y", "fr", [], [("F1", "Le service coûte")]),
+    ])
+    reasons = {r["call_id"]: (r["reason"], r["reason_folded"])
+               for r in tables["citations"].to_dicts()}
+    assert reasons == {"x": ("not_supplied", "not_supplied"),
+                       "y": ("not_supplied", "not_supplied")}
+
+
+# The budget's first record, read back: each field refused in both directions.
+LEDGER_BUDGET = {"type": "budget", "id": "b", "ceiling_usd": "10", "prior_spend_usd": "0.5"}
+
+
+def chained(path: Path, records: list[dict]) -> None:
+    """A ledger as a careful forger would write it: every line's number and hash right, so
+    that only the values can be refused (the README: each record carries its number and the
+    sha256 of the line before)."""
+    import hashlib
+
+    out, prev = [], "0" * 64
+    for n, record in enumerate(records):
+        line = json.dumps({**record, "n": n, "prev": prev}).encode()
+        out.append(line)
+        prev = hashlib.sha256(line).hexdigest()
+    path.write_bytes(b"\n".join(out) + b"\n")
+
+
+@pytest.mark.parametrize(("first", "says"), [
+    ({"type": "reserve"}, "never trusted"),        # sorts after "budget"
+    ({"type": None}, "never trusted"),             # no type at all
+    ({"type": "account"}, "never trusted"),        # sorts before "budget"
+    ({"id": "a"}, "belongs to budget 'a'"),        # another budget's ledger, sorting before
+    ({"id": "c"}, "belongs to budget 'c'"),        # and after
+    ({"prior_spend_usd": "-0.5"}, "never trusted"),  # an amount that is no amount
+    ({"ceiling_usd": "ten"}, "never trusted"),
+    ({"ceiling_usd": "20"}, "one budget has one ceiling"),   # a config asking for less
+    ({"ceiling_usd": "5"}, "one budget has one ceiling"),    # and for more
+    ({"prior_spend_usd": "0.7"}, "one budget has one ceiling"),
+    ({"prior_spend_usd": "0.3"}, "one budget has one ceiling"),
+], ids=lambda v: json.dumps(v) if isinstance(v, dict) else "")
+def test_a_ledger_is_read_only_under_the_budget_its_first_record_fixes(
+        tmp_path: Path, first: dict, says: str) -> None:
+    """README, the budget ledger: "Its first record fixes the budget's ceiling and prior
+    spend", and a ledger that was altered is "refused with one line naming the ledger, never
+    trusted". The config's budget is b, ceiling 10, prior 0.5. A first record that is no
+    budget record, or an amount that is not one, is an altered ledger (restore it); one of
+    another id, or another ceiling or prior spend, above or below the config's, is a config
+    that does not match the budget (fix the config or give it its own id)."""
+    from fragbench.config import Budget
+    from fragbench.ledger import LedgerError
+
+    path = tmp_path / "b.jsonl"
+    chained(path, [{k: v for k, v in {**LEDGER_BUDGET, **first}.items() if v is not None}])
+    budget = Budget(id="b", ceiling_usd=Decimal(10), prior_spend_usd=Decimal("0.5"),
+                    framing_tokens=1024)
+    with pytest.raises(LedgerError, match=says) as refused:
+        Ledger(path, budget).load()
+    assert str(path) in str(refused.value)
+
+
+def test_a_ledger_file_is_data_never_executable_nor_writable_by_others(tmp_path: Path) -> None:
+    """The ledger a run creates is a data file: read and written by its owner, readable by
+    others, executable by no one, and writable by no one else (0o644, the umask aside)."""
+    import os
+
+    from fragbench.config import Budget
+
+    budget = Budget(id="b", ceiling_usd=Decimal(10), prior_spend_usd=Decimal("0.5"),
+                    framing_tokens=1024)
+    path = tmp_path / "store" / "b.jsonl"
+    old = os.umask(0)
+    try:
+        Ledger(path, budget).open(Redactor()).close()
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_ledger_store_that_cannot_be_created_is_said_in_one_line(
+        experiment: Path, workspace: Path, server: Server) -> None:
+    """Bad input: one line naming the file and what to do, nothing sent. The ledger store is
+    asked for under a regular file, where no folder can be made."""
+    blocker = workspace / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    out = workspace / "outputs"
+    result = run_cli("run", str(experiment), "--series", "openai", "--backend", "openai",
+                     "--out", str(out),
+                     env={"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url,
+                          "FRAGBENCH_LEDGER_DIR": str(blocker / "ledgers")})
+    assert result.returncode == 4, result.stderr
+    (line,) = error_lines(result.stderr)
+    assert str(blocker / "ledgers" / "protocol-1.0-openai.jsonl") in line
+    assert "nothing was sent" in line
+    assert server.requests == [] and not (out / "protocol-1.0" / "openai").exists()
+
+
+def test_compare_shows_a_cell_absent_from_one_side_by_its_own_keys(
+        extractive: Path, experiment: Path, tmp_path: Path) -> None:
+    """README (compare): "a missing cell is never the same or different, and never counted as
+    compared". Series A ran a plan of two repetitions (48 cells), B the protocol's three (72):
+    each repetition-3 cell is absent from A. It is listed under its own case, language,
+    variant, mode and repetition, not compared, `differs` null; the 48 cells both ran sent the
+    same requests (the repetition is not part of a request) and are the same."""
+    refreeze(experiment, "repetitions = 3", "repetitions = 2")
+    out = extractive.parent.parent.parent
+    ran = run_cli("run", str(experiment), "--series", "two-reps", "--backend", "extractive",
+                  "--out", str(out))
+    assert ran.returncode == 0, ran.stderr
+    table_file = tmp_path / "cmp.parquet"
+    result = run_cli("compare", str(out / "protocol-1.0" / "two-reps"), str(extractive),
+                     "--out", str(table_file))
+    assert result.returncode == 0, result.stderr
+    table = pl.read_parquet(table_file)
+    assert table.height == 72
+    for column in ("case", "lang", "variant", "mode", "rep"):
+        assert table[column].null_count() == 0, column
+    third = table.filter(pl.col("rep") == 3)
+    assert third.height == 24
+    assert not third["compared"].any() and third["differs"].null_count() == 24
+    assert set(third["note"].to_list()) == {"cell absent from A"}
+    both = table.filter(pl.col("rep") < 3)
+    assert both["compared"].all() and both["differs"].to_list() == [False] * 48
+    assert "72 cells: 48 compared, of which 0 differ and 48 are the same; 24 not compared." \
+        in result.stdout
+
+
+def test_the_offline_baseline_costs_nothing(extractive: Path) -> None:
+    """The extractive baseline calls no model and draws on no budget: every call's cost and
+    what is counted for it are 0, and the series spent 0 USD."""
+    calls = calls_of(extractive)
+    assert calls.height == 72
+    assert calls["cost_usd"].to_list() == [Decimal(0)] * 72
+    assert calls["counted_usd"].to_list() == [Decimal(0)] * 72
+    assert Decimal(status_of(extractive)["spent_usd"]) == 0
+
+
+def test_an_unknown_cost_counts_at_least_what_its_usage_shows(tmp_path: Path) -> None:
+    """collect.py: an unknown cost counts "at least the whole reservation, and more when a
+    possible usage priced at the frozen rates already shows more" (never less than the
+    evidence). Through the library, with no input bound given: 300,000 input tokens is past
+    the 272K short-context limit (unknown cost: another price list), yet at the frozen rates
+    alone it shows (300000 x 10 + 100 x 50) per million = 3.005 USD, more than the 1 USD
+    reserved: 3.005 is counted, and the series stops."""
+    from test_budget_properties import PRICING, planned
+
+    from fragbench.collect import collect
+    from fragbench.config import BackendConfig
+    from fragbench.interfaces import COST_FIELDS, Contract, Reply, Request, Usage
+    from fragbench.journal import Journal, read_journal
+
+    class Answers:
+        endpoint = "scripted"
+
+        def __init__(self) -> None:
+            self.sent = 0
+
+        def send(self, request: Request) -> Reply:
+            self.sent += 1
+            return Reply(status="completed", model="m", service_tier=None, request_id=None,
+                         usage=Usage(300_000, 0, 0, 100, 0),
+                         text='{"answer": "", "citations": []}')
+
+        def close(self) -> None:
+            return None
+
+    contract = Contract(model="m", output_ceiling=1200, usage_fields=frozenset(COST_FIELDS))
+    backend = BackendConfig(name="m", plugin="scripted", params={"model": "m"},
+                            pricing=PRICING, contract=contract)
+    calls = [planned(i) for i in range(2)]
+    journal = Journal(tmp_path / "journal.jsonl")
+    session = Answers()
+    stop = collect(calls, {c.seq: Decimal(1) for c in calls}, session, backend, journal, None)
+    journal.close()
+    assert stop is not None and (stop.reason, stop.seq, session.sent) == ("unknown_cost", 1, 1)
+    (outcome,) = [r for r in read_journal(tmp_path / "journal.jsonl")
+                  if r["type"] == "outcome"]
+    assert outcome["cost_usd"] is None
+    assert Decimal(outcome["counted_usd"]) == Decimal("3.005")
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on: bound to learn it, then released."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_a_failed_call_may_have_been_billed_one_never_sent_was_not(
+        experiment: Path, server: Server) -> None:
+    """Protocol: stop at the first technical failure. An HTTP 500 comes from a server that
+    had the request: its cost is unknown (stated), counted at its whole reservation. A
+    connection refused never left the machine: it costs 0, and nothing is unknown about it."""
+    server.script[0] = http_error(500)
+    result, series_dir = series(experiment, server)
+    assert result.returncode == 3, result.stderr
+    first = calls_of(series_dir).row(0, named=True)
+    assert first["status"] == "failed" and first["cost_usd"] is None
+    assert first["cost_unknown"] and first["counted_usd"] == first["reserved_usd"] > 0
+
+    nowhere = run_cli("run", str(experiment), "--series", "nowhere", "--backend", "openai",
+                      "--out", str(experiment.parent.parent / "outputs"),
+                      env={"OPENAI_API_KEY": CANARY_KEY,
+                           "OPENAI_BASE_URL": f"http://127.0.0.1:{closed_port()}/v1"})
+    assert nowhere.returncode == 3, nowhere.stderr
+    first = calls_of(series_dir.parent / "nowhere").row(0, named=True)
+    assert first["status"] == "failed"
+    assert (first["cost_usd"], first["counted_usd"], first["cost_unknown"]) == (0, 0, None)
+
+
+def test_a_failed_response_s_stop_says_the_server_s_error(experiment: Path,
+                                                          server: Server) -> None:
+    """README, after a stop: the run "says where and why". A response whose status is
+    `failed` carries the server's error; the stop shows it, in status.json and on screen. Its
+    usage may not be its final bill: its cost is unknown, counted at the reservation."""
+    server.script[0] = ok(status="failed", error_message="The model ran out of capacity.")
+    result, series_dir = series(experiment, server)
+    assert result.returncode == 3, result.stderr
+    first = calls_of(series_dir).row(0, named=True)
+    assert first["cost_usd"] is None and first["counted_usd"] == first["reserved_usd"]
+    stop = status_of(series_dir)["stop"]
+    assert (stop["reason"], stop["seq"]) == ("technical_failure", 1)
+    assert "The model ran out of capacity." in stop["detail"]
+    assert "The model ran out of capacity." in result.stderr
