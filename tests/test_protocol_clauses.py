@@ -785,3 +785,19 @@ def test_a_failed_response_s_stop_says_the_server_s_error(experiment: Path,
     assert (stop["reason"], stop["seq"]) == ("technical_failure", 1)
     assert "The model ran out of capacity." in stop["detail"]
     assert "The model ran out of capacity." in result.stderr
+
+
+def test_an_answer_from_a_model_without_a_frozen_price_is_of_unknown_cost(
+        experiment: Path, server: Server) -> None:
+    """Protocol: stop at a changed model, and at an unknown cost. The first answer comes from
+    gpt-5-mini, which the frozen pricing table does not price: the series stops there, the
+    answer recorded, its cost unknown (never priced at gpt-6-astra's rates) and counted at
+    the whole reservation."""
+    server.script[0] = ok(model="gpt-5-mini")
+    result, series_dir = series(experiment, server)
+    assert result.returncode == 3, result.stderr
+    assert len(server.requests) == 1
+    first = calls_of(series_dir).row(0, named=True)
+    assert (first["model"], first["status"]) == ("gpt-5-mini", "completed")
+    assert first["cost_usd"] is None and first["cost_unknown"]
+    assert first["counted_usd"] == first["reserved_usd"]
