@@ -368,3 +368,33 @@ def test_the_work_is_linear_and_per_chunk(kind: str) -> None:
 def test_many_keys_in_one_text() -> None:
     text = " ".join([KEY] * 20_000)
     assert REDACTOR.text(text) == " ".join([MARK] * 20_000)
+
+
+class _CountingPattern:
+    """`redact._ESCAPE` as it is, counting the characters each `finditer` is given to read."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern, self.read = pattern, 0
+
+    def finditer(self, text: str, pos: int = 0, endpos: int | None = None) -> Any:
+        end = len(text) if endpos is None else min(endpos, len(text))
+        self.read += max(end - pos, 0)
+        return self.pattern.finditer(text, pos, end)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pattern, name)
+
+
+@pytest.mark.parametrize("run", ["0123456789abcdef", "u00e9"])
+def test_a_long_run_of_escape_characters_is_read_a_bounded_number_of_times(
+        monkeypatch: pytest.MonkeyPatch, run: str) -> None:
+    """A body of hex digits (the characters escapes are made of, with no escape in it) is read
+    a bounded number of times whatever its length: once, the cut of each 16 KiB chunk scanned
+    the rest of the text for an escape, quadratic in the body's size (20 s for 16 MB)."""
+    from fragbench import redact
+
+    counting = _CountingPattern(redact._ESCAPE)
+    monkeypatch.setattr(redact, "_ESCAPE", counting)
+    text = run * (2_000_000 // len(run))
+    assert REDACTOR.text(text + " " + KEY) == text + " " + MARK
+    assert counting.read < 8 * len(text), counting.read  # about 2 passes; was ~120 (quadratic)

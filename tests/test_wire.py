@@ -131,6 +131,14 @@ LIES: dict[str, Any] = {
         http_response(f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n",
                       headers=(("transfer-encoding", "chunked"),)), False),
     "a head that is not HTTP": lambda body: (b"HTTP/1.1 OK-ish\r\n\r\n" + body, False),
+    # Each 1xx is a whole, small event: a flood of them once kept the read going past the
+    # deadline and pushed a Content-Length + Transfer-Encoding head past the framing check.
+    "a flood of 100 Continue before the answer": lambda body: (
+        b"HTTP/1.1 100 Continue\r\n\r\n" * 1_000 + http_response(body), False),
+    "1xx heads too long to check, then Content-Length with Transfer-Encoding": lambda body: (
+        (b"HTTP/1.1 103 Early Hints\r\nx-pad: " + b"p" * 60_000 + b"\r\n\r\n") * 4
+        + http_response(f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n",
+                        headers=(("transfer-encoding", "chunked"),)), False),
 }
 
 

@@ -113,6 +113,8 @@ _WIDE_INVISIBLE = re.compile(_utf8_pattern(
 # An escape, at up to 8 levels of escaping (`\\\\u0073` is JSON in a JSON string), or a
 # percent-escape. Bounded, so that no token is longer than 13 characters.
 # (Each alternative starts with its own character, so that the pattern is tried only there.)
+ESCAPE_REACH = 16
+"""Past a chunk's cut, how far an escape that straddles it can reach (at most 13 characters)."""
 _ESCAPE = re.compile(r"(\\\\{0,7}(?:u[0-9a-fA-F]{4}|[nrtbf\"/\\])|%[0-9a-fA-F]{2})")
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 # A chunk may end before a character that can only start, never continue, an escape: the
@@ -182,8 +184,11 @@ def _safe_cut(text: str, start: int, cut: int, end: int) -> int:
     if found:
         return found.start()
     # A long run of the characters escapes are made of: follow the escapes themselves, from
-    # `start` (where the whole text's escapes are the same as those read from there).
-    for m in _ESCAPE.finditer(text, start, end):
+    # `start` (where the whole text's escapes are the same as those read from there). An escape
+    # is at most 13 characters, so none that straddles `cut` reaches past cut + 13: the scan
+    # stops there, or a text with no escape after `cut` (a long run of hex digits) would be
+    # read to its end at every chunk, quadratic in its length.
+    for m in _ESCAPE.finditer(text, start, min(end, cut + ESCAPE_REACH)):
         if m.end() >= cut:
             return m.end() if m.start() < cut else cut
     return cut

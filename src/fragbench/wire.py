@@ -66,6 +66,10 @@ CLOSE_GRACE = 1.0
 must, after `Connection: close`); bytes arriving in that time make the response doubtful. A
 server that neither closes nor sends anything is given the benefit of the doubt: its
 connection is never used again."""
+MAX_INFORMATIONAL = 8
+"""1xx answers accepted before the final one: each is a whole, small h11 event, so without a
+count a server writing `100 Continue` without end would keep a read going past any deadline
+(and push the final head past what `framing_problem` reads)."""
 ACCEPT_ENCODING = "gzip, deflate"
 DECODED = ("gzip", "x-gzip", "deflate")
 HOP_HEADERS = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"upgrade",
@@ -267,6 +271,7 @@ def tunnel(sock: socket.socket, exchange: Exchange, host: str, port: int) -> Non
     target = authority(host, port).encode()
     conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
     data = conn.send(h11.Request(method=b"CONNECT", target=target, headers=[(b"Host", target)]))
+    informational = 0
     try:
         sock.settimeout(max(exchange.remaining(), 0.001))
         sock.sendall(data or b"")
@@ -276,6 +281,10 @@ def tunnel(sock: socket.socket, exchange: Exchange, host: str, port: int) -> Non
                 conn.receive_data(receive(sock, exchange))
                 continue
             if isinstance(event, h11.InformationalResponse):
+                informational += 1
+                if informational > MAX_INFORMATIONAL:
+                    raise httpx2.ConnectError("the proxy answered CONNECT with more than "
+                                              f"{MAX_INFORMATIONAL} informational responses")
                 continue
             if isinstance(event, h11.Response):
                 if not 200 <= event.status_code < 300:
@@ -347,6 +356,7 @@ def read_response(sock: socket.socket, exchange: Exchange, conn: h11.Connection)
     head = bytearray()
     decoder: Decoder | None = None
     received = 0
+    informational = 0
     while True:
         try:
             event = conn.next_event()
@@ -369,8 +379,18 @@ def read_response(sock: socket.socket, exchange: Exchange, conn: h11.Connection)
             conn.receive_data(data)
             continue
         if isinstance(event, h11.InformationalResponse):
+            informational += 1
+            if informational > MAX_INFORMATIONAL:
+                exchange.fail("doubtful_response", f"more than {MAX_INFORMATIONAL} "
+                              f"informational (1xx) responses came before the answer; "
+                              f"{MAY_BE_BILLED}")
+                return
             continue
         if isinstance(event, h11.Response):
+            if len(head) >= MAX_HEAD + READ_CHUNK:
+                exchange.fail("doubtful_response", "the response heads are too long for their "
+                              f"framing to be checked; {MAY_BE_BILLED}")
+                return
             exchange.status = event.status_code
             exchange.reason = event.reason.decode("latin-1")
             exchange.headers = [(k.decode("latin-1").lower(), v.decode("latin-1"))
