@@ -23,7 +23,7 @@ from fragbench.collect import collect
 from fragbench.config import BackendConfig
 from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
 from fragbench.interruption import Interruption
-from fragbench.journal import Journal, read_journal
+from fragbench.journal import Journal, read_journal, spent
 
 USAGE = Usage(input_tokens=1000, cached_tokens=0, cache_write_tokens=0, output_tokens=100,
               reasoning_tokens=0)
@@ -325,3 +325,51 @@ def test_a_body_that_cannot_be_journaled_stops_the_series_and_is_kept(tmp_path: 
     assert stop is not None and (stop.reason, stop.seq, session.sent) == ("cannot_record", 2, 1)
     assert stop.unrecorded is not None and '"raw": "body 2"' in stop.unrecorded
     assert stop.detail.count(str(path)) == 1 and stop.detail.count(why) == 1  # said once
+
+
+class _InterruptedWhileReserving(Journal):
+    """A journal during whose writing of call `at`'s reservation an interruption arrives (as a
+    signal would while the ledger's lock is awaited or the reservation fsync'ed)."""
+
+    def __init__(self, path: Path, interruption: Interruption, at: int) -> None:
+        super().__init__(path)
+        self.interruption, self.at = interruption, at
+
+    def append(self, record: dict[str, Any]) -> None:
+        super().append(record)
+        if record["type"] == "reserve" and record["seq"] == self.at:
+            self.interruption.request()
+
+
+def test_an_interruption_while_a_reservation_is_written_sends_nothing_more(
+        tmp_path: Path) -> None:
+    """No call starts after the interruption, even one whose reservation was being written
+    when it came; that call never left, so it is counted at zero and says so."""
+    stop_asked = Interruption()
+    calls = [planned(i) for i in range(3)]
+    backend = BackendConfig(name="m", plugin="scripted", params={"model": "m"}, pricing=PRICING,
+                            contract=Contract(model="m", output_ceiling=10**6,
+                                              usage_fields=frozenset(COST_FIELDS)))
+    journal = _InterruptedWhileReserving(tmp_path / "journal.jsonl", stop_asked, at=2)
+    session = Replies([COMPLETED] * 3)
+    stop = collect(calls, {c.seq: Decimal(1) for c in calls}, session, backend, journal, None,
+                   interruption=stop_asked)
+    journal.close()
+    records = read_journal(tmp_path / "journal.jsonl")
+    assert session.sent == 1
+    assert stop is not None and stop.reason == "interrupted" and stop.seq == 2
+    second = [r for r in records if r["type"] == "outcome" and r["seq"] == 2]
+    assert len(second) == 1 and second[0]["never_sent"] is True
+    assert Decimal(second[0]["counted_usd"]) == 0
+    assert spent(records) == COST  # call 1 as priced, call 2 released
+
+
+def test_a_usage_no_request_makes_is_impossible_whatever_the_bounds() -> None:
+    """A count beyond any request (10**30 tokens) is never priced, even with no bounds given:
+    priced, it would be an amount beyond the money columns' scale."""
+    from fragbench.collect import impossible
+
+    huge = Usage(input_tokens=10**30, cached_tokens=0, cache_write_tokens=0, output_tokens=1,
+                 reasoning_tokens=0)
+    assert impossible(huge, None, None) is not None
+    assert impossible(attrs.evolve(huge, input_tokens=1000), None, None) is None

@@ -62,6 +62,7 @@ from fragbench.interruption import Interruption
 from fragbench.journal import Journal
 from fragbench.ledger import Ledger
 from fragbench.plan import PlannedCall
+from fragbench.transport import NEVER_SENT
 
 
 @attrs.frozen
@@ -151,11 +152,22 @@ def _usage_doc(reply: Reply) -> dict[str, Any] | None:
     return attrs.asdict(reply.usage) if reply.usage is not None else None
 
 
+MAX_REPORTED_TOKENS = 10**12
+"""No request reports more tokens of any kind than this (the largest contexts are under 10**8)."""
+
+
 def impossible(usage: Usage | None, input_bound: int | None, max_output: int | None
                ) -> str | None:
     """Why the reported usage cannot be this request's, or None."""
     if usage is None:
         return None
+    for name in ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
+                 "reasoning_tokens"):
+        value = getattr(usage, name)
+        if value is not None and value > MAX_REPORTED_TOKENS:
+            # Whatever the bounds given: a count no request makes, which priced would write
+            # an amount beyond the money columns' scale (a journal its reader refuses).
+            return f"{value} {name.replace('_', ' ')} reported, more than any request makes"
     if max_output is not None and usage.output_tokens is not None \
             and usage.output_tokens > max_output:
         return (f"{usage.output_tokens} output tokens reported, more than the request's "
@@ -446,6 +458,10 @@ class _Collection:
                             call.id, call.seq))
                     book.append_locked(reserve)  # under the same lock as the check
                 self.journal.append(reserve)
+            if self.interruption.requested:
+                # Asked while the reservation was written (another run holding the ledger's
+                # lock, an fsync): the request has not gone out, and now never will.
+                return self.not_sent(index, call)
             try:
                 reply = self.send(call)
             except _Abandoned:
@@ -461,6 +477,18 @@ class _Collection:
                 return self.stop_here(stop)
         self.journal.append({"type": "end"})
         return None
+
+    def not_sent(self, index: int, call: PlannedCall) -> Stop:
+        """The interrupted stop before `call`, whose reservation is on disk but whose request
+        was never sent: its outcome says so and counts it at zero, so that the series is not
+        used up by a call that never left (the journal shows only never-sent calls)."""
+        self.record({
+            "type": "outcome", "call_id": call.id, "seq": call.seq, "status": "failed",
+            "failure": "interrupted", "http_status": None,
+            "error": f"{self.interruption.name} received before the request was sent; "
+                     f"{NEVER_SENT}", "request_id": None, "cost_usd": usd(0),
+            "counted_usd": usd(0), "cost_unknown": None, "never_sent": True, "raw": None})
+        return self.interrupted(index)
 
     def failed(self, call: PlannedCall, reserved: Decimal, exc: Exception) -> Stop:
         failure = exc if isinstance(exc, BackendFailure) else BackendFailure(
