@@ -8,6 +8,9 @@ guards (docs/testing.md, "Issue 18: protocol-rule mutants", lists the mutations)
 The collector rows go through the real CLI, the real openai SDK and a loopback server, so that
 they hold whatever shape the collector's code takes; the citation, scorer and tie rows call the
 measure and retrieval functions directly, so that a mutation run can afford them per mutant.
+
+After the issue's rows and the three strengthened tests come those written for the survivors
+of the issue-18 cosmic-ray run (docs/testing.md, "The cosmic-ray run"), in the same way.
 """
 
 from __future__ import annotations
