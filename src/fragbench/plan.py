@@ -293,15 +293,9 @@ def differences(frozen: Any, now: dict[str, Any], base: Path | None = None) -> l
         entries = plan.get("files") if isinstance(plan.get("files"), list) else []
         return {str(f.get("path")): str(f.get("sha256")) for f in entries if isinstance(f, dict)}
 
-    old_files, new_files = files(frozen), files(now)
-    for path in list(old_files) + [p for p in new_files if p not in old_files]:
+    for path, change in _hash_changes(files(frozen), files(now)):
         name = os.path.normpath(base / path) if base is not None else path
-        if path not in new_files:
-            found.append(f"{name} is no longer used")
-        elif path not in old_files:
-            found.append(f"{name} is new")
-        elif old_files[path] != new_files[path]:
-            found.append(f"{name} changed since the plan was frozen")
+        found.append(f"{name} {_FILE_SAID[change]}")
     old_packages = frozen.get("packages") if isinstance(frozen.get("packages"), dict) else {}
     for name in list(now["packages"]) + [n for n in old_packages if n not in now["packages"]]:
         if old_packages.get(name) != now["packages"].get(name):
@@ -348,14 +342,28 @@ def _plugin_differences(frozen: dict[str, Any], now: dict[str, Any]) -> list[str
         if not isinstance(old_code, dict) or not isinstance(new_code, dict):
             found.append(f"{who}: the plan froze no hash of its code")
             continue
-        for file in list(old_code) + [f for f in new_code if f not in old_code]:
-            if file not in new_code:
-                found.append(f"{who}: file {file} is gone since the plan was frozen")
-            elif file not in old_code:
-                found.append(f"{who}: file {file} is new since the plan was frozen")
-            elif old_code[file] != new_code[file]:
-                found.append(f"{who}: file {file} changed since the plan was frozen")
+        found += [f"{who}: file {file} {_SAID[change]} since the plan was frozen"
+                  for file, change in _hash_changes(old_code, new_code)]
     return found
+
+
+_SAID = {"gone": "is gone", "new": "is new", "changed": "changed"}
+_FILE_SAID = {"gone": "is no longer used", "new": "is new",
+              "changed": "changed since the plan was frozen"}
+
+
+def _hash_changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, gone | new | changed) for each name whose hash differs: the old plan's names in
+    their order, then the new ones."""
+    changes = []
+    for name in list(old) + [n for n in new if n not in old]:
+        if name not in new:
+            changes.append((name, "gone"))
+        elif name not in old:
+            changes.append((name, "new"))
+        elif old[name] != new[name]:
+            changes.append((name, "changed"))
+    return changes
 
 
 def drift(frozen: Any, now: dict[str, Any], base: Path) -> list[str]:
