@@ -48,8 +48,9 @@ def depth(text: str) -> int:
 
 
 def _shown(key: str) -> str:
-    short = key if len(key) <= 60 else key[:57] + "..."
-    return re.sub("[\ud800-\udfff]", "\ufffd", short)
+    from fragbench.transport import clean
+
+    return clean(key if len(key) <= 60 else key[:57] + "...")
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -29,10 +29,11 @@ from fragbench.corpus import Case, load_corpus
 from fragbench.errors import ConfigError, FragbenchError, PluginError
 from fragbench.interfaces import Contract
 from fragbench.suggest import unknown
+from fragbench.transport import MAX_BODY_BYTES
 
 MODES = ("retrieval", "full")
 
-DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_RESPONSE_BYTES = MAX_BODY_BYTES
 """A response body's size bound after decompression when the config sets none (4 MiB)."""
 MAX_RESPONSE_BYTES_RANGE = (64 * 1024, 64 * 1024 * 1024)
 """What `max_response_bytes` may be set to (64 KiB to 64 MiB): below, a long answer with its
@@ -50,8 +51,6 @@ TABLE_KEYS = {
 }
 PROMPTS_KEYS = ("schema", "schema_name")
 """`[prompts]` holds these and one prompt file per language of `languages`."""
-BACKEND_KEYS = ("plugin", "pricing")
-"""A `[backends.<name>]` table's own keys; the others are the backend's parameters."""
 PRICING_KEYS = ("read_on", "tier", "models", "per_tokens", "input", "cached_input",
                 "cache_write", "output", "max_input_tokens")
 PROMPT_KEYS = ("instructions", "input", "sentence")

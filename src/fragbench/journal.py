@@ -37,6 +37,7 @@ from decimal import Context, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from fragbench.bounded_json import depth
 from fragbench.columns import MONEY_PRECISION, MONEY_SCALE
 from fragbench.errors import SeriesError
 from fragbench.redact import Redactor
@@ -206,22 +207,6 @@ class Journal:
 
 # Reading -----------------------------------------------------------------------------------
 
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
-
-
-def _too_deep(line: bytes) -> bool:
-    """Whether the line nests deeper than MAX_DEPTH, told in linear time without parsing it."""
-    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
-        return False
-    depth = 0
-    for byte in _JSON_STRING.sub(b"", line).translate(None, _NOT_BRACKETS):
-        depth += 1 if byte in b"[{" else -1
-        if depth > MAX_DEPTH:
-            return True
-    return False
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -229,9 +214,10 @@ def _reject_constant(name: str) -> Any:
 def _parse(line: bytes) -> Any:
     """The JSON value of a line, or None when it is not one (torn, altered, nested too deep,
     NaN or Infinity, a number too long)."""
-    if _too_deep(line):
-        return None
     try:
+        # The responses' linear depth scan (no recursion), with the journal's own bound.
+        if line.count(b"[") + line.count(b"{") > MAX_DEPTH and depth(line.decode()) > MAX_DEPTH:
+            return None
         return json.loads(line, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None

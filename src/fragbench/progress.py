@@ -141,11 +141,7 @@ class Reporter:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self._bar is not None:
-            try:
-                self._bar.stop()
-            except OSError:
-                self._close_bar()
+        self._close_bar()
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -366,7 +366,7 @@ def _environment_proxies() -> list[str]:
                   if k.upper() in PROXY_VARIABLES and v.strip())
 
 
-def _route(session: Session, endpoint: str, redactor: Redactor) -> tuple[str | None, str]:
+def _route(session: Session, redactor: Redactor) -> tuple[str | None, str]:
     """(the proxy the session goes through, as recorded, or None; what the pre-run line says
     about proxies)."""
     proxy = getattr(session, "proxy", None)
@@ -392,7 +392,7 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
     budget = experiment.budget if ledger is not None else None
     is_model, label = bool(plugin.is_model), str(plugin.label)
     endpoint = redactor.text(str(session.endpoint))
-    proxy, route = _route(session, endpoint, redactor)
+    proxy, route = _route(session, redactor)
     series_uid = uuid.uuid4().hex
     try:
         shutil.copyfile(plan_path(experiment), series_dir / "plan.json")

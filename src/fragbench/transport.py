@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import attrs
 
@@ -149,13 +149,6 @@ def no_redirects(client_class: type, timeout: float, proxy: str | None = None) -
 
 # -- Endpoints, keys, proxies ---------------------------------------------------------------------
 
-def endpoint(env_var: str, params: Mapping[str, Any]) -> str | None:
-    """`env_var` when set, else the config's `base_url`, else None (the SDK's default). The
-    environment comes first, as it does for the SDKs, so that a test or a user can point any
-    series at another server without editing a frozen config. Unchecked: `route` checks it."""
-    return os.environ.get(env_var) or params.get("base_url") or None
-
-
 def public_url(url: str, env_var: str) -> str:
     """The URL without user-info or query part: what may be recorded and printed."""
     parts = urlsplit(url)
@@ -182,12 +175,7 @@ def check_base_url(url: str, name: str = "base_url") -> None:
         raise ValueError(f"{name} is not an http:// or https:// URL (a scheme, then the host)")
     if not parts.hostname:
         raise ValueError(f"{name} names no host")
-    try:
-        port = parts.port
-    except ValueError:
-        port = 0
-    if port == 0 or parts.netloc.endswith(":"):
-        raise ValueError(f"{name} has an invalid port (a number from 1 to 65535)")
+    _port(parts, name)
     if parts.username is not None or parts.password is not None or parts.query \
             or parts.fragment or "?" in url or "#" in url:
         raise ValueError(f"{name} must hold no user name, password, query or fragment (it is "
@@ -212,13 +200,19 @@ def check_proxy(url: Any) -> tuple[str, int]:
             or parts.fragment or parts.path not in ("", "/") or "?" in url or "#" in url:
         raise ValueError("proxy must be http://host:port, with no user name, password, path, "
                          "query or fragment (it is frozen in the plan and printed)")
+    return parts.hostname, _port(parts, "proxy") or 80
+
+
+def _port(parts: SplitResult, name: str) -> int | None:
+    """The URL's port (None when left out), or ValueError: not a number from 1 to 65535, or
+    a colon with nothing after it."""
     try:
         port = parts.port
     except ValueError:
         port = 0
     if port == 0 or parts.netloc.endswith(":"):
-        raise ValueError("proxy has an invalid port (a number from 1 to 65535)")
-    return parts.hostname, port or 80
+        raise ValueError(f"{name} has an invalid port (a number from 1 to 65535)")
+    return port
 
 
 def refuse_env_headers(env_var: str) -> None:
@@ -459,6 +453,9 @@ class SDKSession:
         self.endpoint = public_url(str(client.base_url), env_var)
         self.abandoned = False
         wire = getattr(getattr(client, "_client", None), "wire", None)
+        self.on_wire = wire is not None
+        """Whether the client sends through fragbench.wire (a backend on its own HTTP client
+        gets the body bound only after the fact, and no proof of a request never sent)."""
         self.proxy: str | None = getattr(wire, "proxy_url", None)
         if wire is not None and self.endpoint.startswith("https:"):
             wire.tls()  # certificates unreadable: refused here, before any call
@@ -484,7 +481,7 @@ class SDKSession:
                                  f"{MAY_BE_BILLED}") from None
         except Exception as exc:  # the SDK's; read below with what the transport saw
             error = exc
-        on_wire = getattr(getattr(self.client, "_client", None), "wire", None) is not None
+        on_wire = self.on_wire
         if not on_wire:
             _from_sdk(exchange, result, error)
         status = exchange.status

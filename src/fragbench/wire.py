@@ -56,6 +56,7 @@ import h11
 import httpx2
 
 from fragbench.errors import FragbenchError
+from fragbench.transport import MAX_BODY_BYTES, MAY_BE_BILLED
 
 MAX_HEAD = 64 * 1024
 """The most bytes a response head (status line and headers) may take; h11 refuses a longer
@@ -79,7 +80,6 @@ PASSED_OVER = frozenset({"content-length", "content-encoding", "transfer-encodin
                          "connection", "keep-alive", "set-cookie"})
 """Response headers never handed to the SDK's client: the framing is this transport's, and a
 cookie would carry state from one call to the next."""
-MAY_BE_BILLED = "the server may have received and billed it"
 
 
 class Exchange:
@@ -173,7 +173,7 @@ class WireTransport(httpx2.BaseTransport):
     (host, port) of an http proxy, `proxy_url` its public URL, or both None."""
 
     def __init__(self, timeout: float, *, proxy: tuple[str, int] | None = None,
-                 proxy_url: str | None = None, max_body: int = 4 * 1024 * 1024) -> None:
+                 proxy_url: str | None = None, max_body: int = MAX_BODY_BYTES) -> None:
         self.timeout, self.proxy, self.proxy_url = timeout, proxy, proxy_url
         self.max_body = max_body
         self._tls: ssl.SSLContext | None = None
