@@ -453,9 +453,6 @@ class SDKSession:
         self.endpoint = public_url(str(client.base_url), env_var)
         self.abandoned = False
         wire = getattr(getattr(client, "_client", None), "wire", None)
-        self.on_wire = wire is not None
-        """Whether the client sends through fragbench.wire (a backend on its own HTTP client
-        gets the body bound only after the fact, and no proof of a request never sent)."""
         self.proxy: str | None = getattr(wire, "proxy_url", None)
         if wire is not None and self.endpoint.startswith("https:"):
             wire.tls()  # certificates unreadable: refused here, before any call
@@ -481,7 +478,10 @@ class SDKSession:
                                  f"{MAY_BE_BILLED}") from None
         except Exception as exc:  # the SDK's; read below with what the transport saw
             error = exc
-        on_wire = self.on_wire
+        # Looked up at each call, not once: a backend may swap `self.client` after the session
+        # is built (its own HTTP client gets the body bound only after the fact, and no proof
+        # of a request never sent).
+        on_wire = getattr(getattr(self.client, "_client", None), "wire", None) is not None
         if not on_wire:
             _from_sdk(exchange, result, error)
         status = exchange.status
