@@ -23,8 +23,8 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "check_chunker": "fragbench.testing.contracts",
-    "check_scorer": "fragbench.testing.contracts",
+    "check_chunker": "fragbench.testing.retrieval_checks",
+    "check_scorer": "fragbench.testing.retrieval_checks",
     "check_backend": "fragbench.testing.contracts",
     "default_pricing": "fragbench.testing.contracts",
     "FAKE_KEY": "fragbench.testing.contracts",

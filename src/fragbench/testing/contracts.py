@@ -1,20 +1,11 @@
-"""Contract checks a plugin author calls from a test: each promise the core relies on, checked
-against the plugin itself, failing with an AssertionError that names the promise that broke.
+"""The backend fault suite a plugin author calls from a test: `check_backend(backend, params,
+server)` runs the real collector through the backend's own session against the loopback server,
+once per scenario, the same scenarios for every backend of every API shape (see its docstring),
+failing with an AssertionError that names the promise that broke. The checks of chunkers and
+scorers are in `fragbench.testing.retrieval_checks`.
 
-- `check_chunker(chunker, sizes)`: columns and types; chunks numbered 0.. in passage order;
-  deterministic; every sentence (or, for a span chunker, every character) of every passage
-  once and in order, unless the chunker declares `overlap = True` (then at least once).
-- `check_scorer(scorer)`: returns the chunks it got, each once, with a numeric score;
-  deterministic; batch-consistent (one passage at a time, or the rows in another order, give
-  the same scores as all at once).
-- `check_backend(backend, params, server)`: the fault suite, the same for every backend of an
-  API shape: the real collector, through the backend's own session, against the loopback server
-  (see its docstring).
-
-They are plain functions, not fixtures, so that a plugin's own test decides what it passes in
-(its parameters, another chunk size) and reads as what it checks. Why an AssertionError: pytest
-shows its message as the failure, and `pytest.raises(AssertionError)` shows that a check can
-fail.
+A plain function, not a fixture, so that a plugin's own test decides what it passes in (its
+parameters, its server) and reads as what it checks.
 """
 
 from __future__ import annotations
@@ -22,9 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
-import itertools
 import json
-import math
 import os
 import re
 import socket
@@ -61,273 +50,17 @@ from fragbench.testing.loopback import (
     sleep,
     trickle,
 )
+from fragbench.testing.promises import fail, plugin_name
 
 if TYPE_CHECKING:
-    import polars as pl
 
     from fragbench.config import Pricing
     from fragbench.interfaces import Contract, Reply, Usage
-
-PASSAGE = ("case", "lang", "variant")
 
 FAKE_KEY = "fbkit-canary-7Q2xZ9LmW4vB8nR1-do-not-write"
 """The key check_backend puts in the environment: no real provider's shape, so that only the
 environment-based redaction can find it, and never a key that could spend money."""
 
-
-def _fail(who: str, promise: str, detail: str) -> AssertionError:
-    return AssertionError(f"{who} breaks its contract ({promise}): {detail}")
-
-
-# -- Chunkers -----------------------------------------------------------------------------------
-
-def _passages(sentences: pl.DataFrame) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-    """(case, lang, variant) -> its sentences as dicts, in passage order."""
-    found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for row in sentences.sort([*PASSAGE, "position"]).iter_rows(named=True):
-        found.setdefault((row["case"], row["lang"], row["variant"]), []).append(row)
-    return found
-
-
-def _name(kind: str, plugin: Any) -> str:
-    return f"{kind} {getattr(plugin, 'name', type(plugin).__name__)!r}"
-
-
-def _chunk(chunker: Any, who: str, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
-    """The chunks as the core reads them (`fragbench.retrieval.chunk_passages`): the output
-    checked against the chunker's declared form (columns, types; for spans, offsets within
-    the passage and one row per chunk index), with the derived columns (fact_ids, text, start,
-    end, ...). Whatever the core refuses fails here, with the core's own words."""
-    from fragbench.errors import PluginError
-    from fragbench.retrieval import chunk_passages
-
-    try:
-        return chunk_passages(chunker, sentences, size)
-    except PluginError as exc:
-        if isinstance(exc.__cause__, Exception):  # raised inside the chunker
-            raise _fail(who, "chunk() returns every chunk", f"chunk(sentences, {size}): "
-                        f"{exc}") from exc
-        raise _fail(who, "documented columns and types", f"chunk(sentences, {size}): "
-                    f"{exc}") from None
-
-
-def check_chunker(chunker: Any, sizes: tuple[int, ...] = (1, 2, 3)) -> None:
-    """Check a chunker on the kit's bilingual sentences (`fragbench.testing.samples`) at each
-    chunk size, through the core's own reading of its output.
-
-    Promises checked, each failure naming it:
-    - its declared form: `output` (absent, "sentences" or "spans") and the columns and types
-      of that form (`fragbench.interfaces.CHUNK_COLUMNS` or `SPAN_COLUMNS`); spans within
-      their passage, one per chunk index (the core's checks, `fragbench.spans.check_spans`);
-    - every passage it was given, and no other;
-    - numbering: each passage's chunks are numbered 0, 1, 2, ... in passage order (no chunk
-      starts before the one numbered before it), each sentence chunk's sentences in passage
-      order;
-    - deterministic: the same input twice gives the same chunks, row order included;
-    - coverage: without `overlap = True`, every sentence of every passage exactly once and in
-      order (a span chunker: disjoint spans in order that leave out nothing but white space),
-      the core's own rule (`fragbench.spans.coverage_problems`); with `overlap = True`, every
-      sentence (every non-white-space character) in at least one chunk;
-    - text: a sentence chunker's `text` is its sentences joined by one space.
-    """
-    from fragbench.spans import coverage_problems
-
-    who = _name("chunker", chunker)
-    overlap = getattr(chunker, "overlap", False) is True
-    sentences = samples.sentences()
-    passages = _passages(sentences)
-    for size in sizes:
-        first = _chunk(chunker, who, sentences, size)
-        again = _chunk(chunker, who, sentences, size)
-        if not first.equals(again):
-            raise _fail(who, "deterministic", f"chunk(sentences, {size}) twice gave two "
-                        "different frames")
-        chunks = _chunks_by_passage(first, who, size, passages)
-        for key, rows in chunks.items():
-            where = f"passage {'/'.join(key)} at size {size}"
-            _check_order(who, where, rows, passages[key])
-            if overlap:
-                _check_covered(who, where, rows, passages[key])
-        if not overlap:
-            problems = coverage_problems(first, sentences)
-            if problems:
-                unit = "character" if first["start"].null_count() == 0 else "sentence"
-                raise _fail(who, f"every {unit} once and in order", f"at size {size}, "
-                            f"{problems[0]} (declare overlap = True if chunks are meant to "
-                            "share them)")
-
-
-def _chunks_by_passage(frame: pl.DataFrame, who: str, size: int,
-                       passages: dict[tuple[str, str, str], list[dict[str, Any]]]
-                       ) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-    found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for row in frame.iter_rows(named=True):
-        found.setdefault((row["case"], row["lang"], row["variant"]), []).append(row)
-    missing = sorted(set(passages) - set(found))
-    extra = sorted(set(found) - set(passages))
-    if missing or extra:
-        detail = (f"no chunk for {', '.join('/'.join(k) for k in missing)}" if missing else
-                  f"chunks for passages it was not given: {', '.join('/'.join(k) for k in extra)}")
-        raise _fail(who, "every passage it was given, and no other", f"at size {size}, {detail}")
-    for key, rows in found.items():
-        numbers = sorted(row["chunk"] for row in rows)
-        if numbers != list(range(len(rows))):
-            raise _fail(who, "chunks numbered 0.. in passage order",
-                        f"passage {'/'.join(key)} at size {size} numbers its chunks {numbers}")
-        rows.sort(key=lambda row: row["chunk"])
-    return found
-
-
-def _check_order(who: str, where: str, rows: list[dict[str, Any]],
-                 passage: list[dict[str, Any]]) -> None:
-    """Chunks numbered in passage order; a sentence chunk's sentences in passage order, its
-    text those sentences joined by one space."""
-    position = {s["fact_id"]: s["position"] for s in passage}
-    text = {s["fact_id"]: s["text"] for s in passage}
-    order = " ".join(s["fact_id"] for s in passage)
-    starts = []
-    for row in rows:
-        if row["start"] is not None:  # a span: the core checked it lies within the passage
-            starts.append(row["start"])
-            continue
-        ids = list(row["fact_ids"] or [])
-        unknown = [fid for fid in ids if fid not in position]
-        if unknown or not ids:
-            raise _fail(who, "chunks hold the passage's sentences", f"{where}, chunk "
-                        f"{row['chunk']} holds {' '.join(ids) or 'nothing'}"
-                        + (f": {', '.join(unknown)} not in the passage" if unknown else ""))
-        places = [position[fid] for fid in ids]
-        if places != sorted(set(places)):
-            raise _fail(who, "sentences in passage order", f"{where}, chunk {row['chunk']} "
-                        f"holds {' '.join(ids)}; the passage order is {order}")
-        joined = " ".join(text[fid] for fid in ids)
-        if row["text"] != joined:
-            raise _fail(who, "text is its sentences joined by one space", f"{where}, chunk "
-                        f"{row['chunk']} has text {row['text']!r}, its sentences give "
-                        f"{joined!r}")
-        starts.append(places[0])
-    if any(b < a for a, b in itertools.pairwise(starts)):
-        raise _fail(who, "chunks numbered 0.. in passage order", f"{where}, the chunks start "
-                    f"at {starts} (sentence positions or character offsets) in the order of "
-                    "their numbers")
-
-
-def _check_covered(who: str, where: str, rows: list[dict[str, Any]],
-                   passage: list[dict[str, Any]]) -> None:
-    """With overlap: every sentence in some chunk, or every character that is not white
-    space in some span."""
-    from fragbench.corpus import PASSAGE_SEPARATOR
-
-    spans = [(row["start"], row["end"]) for row in rows if row["start"] is not None]
-    if spans:
-        text = PASSAGE_SEPARATOR.join(s["text"] for s in passage)
-        covered = [False] * len(text)
-        for start, end in spans:
-            covered[start:end] = [True] * (end - start)
-        lost = [i for i, c in enumerate(text) if not c.isspace() and not covered[i]]
-        if lost:
-            raise _fail(who, "every character at least once (overlap = True)", f"{where} "
-                        f"leaves out the characters at {lost[:10]} ({text[lost[0]]!r} first)")
-        return
-    seen = {fid for row in rows for fid in row["fact_ids"]}
-    missing = [s["fact_id"] for s in passage if s["fact_id"] not in seen]
-    if missing:
-        raise _fail(who, "every sentence at least once (overlap = True)",
-                    f"{where} loses {', '.join(missing)}")
-
-
-# -- Scorers ------------------------------------------------------------------------------------
-
-def _check_columns(frame: Any, columns: dict[str, tuple[str, ...]], who: str, what: str) -> None:
-    from fragbench.errors import PluginError
-    from fragbench.interfaces import check_frame
-
-    try:
-        check_frame(frame, columns, who, what)
-    except PluginError as exc:
-        raise _fail(who, "documented columns and types", str(exc)) from None
-
-
-def _call_scorer(scorer: Any, who: str, chunks: pl.DataFrame, questions: pl.DataFrame
-                 ) -> pl.DataFrame:
-    from fragbench.interfaces import SCORE_DTYPES
-    from fragbench.retrieval import SCORER_CONTRACT
-
-    try:
-        scored = scorer.score(chunks, questions)
-    except Exception as exc:
-        raise _fail(who, "score() returns every chunk with a score", f"score() raised "
-                    f"{type(exc).__name__}: {exc}") from exc
-    _check_columns(scored, {**{c: (str(chunks.schema[c]),) for c in chunks.columns},
-                            "score": SCORE_DTYPES}, who, SCORER_CONTRACT)
-    return scored
-
-
-def _scores(frame: pl.DataFrame, who: str, chunks: pl.DataFrame
-            ) -> dict[tuple[Any, ...], float]:
-    """Chunk key -> score; fails unless `frame` holds each chunk it was given exactly once,
-    unchanged, with a finite score."""
-    key_columns = [*PASSAGE, "chunk_size", "chunk"]
-    given = {tuple(r[c] for c in key_columns): r for r in chunks.iter_rows(named=True)}
-    found: dict[tuple[Any, ...], float] = {}
-    for row in frame.iter_rows(named=True):
-        key = tuple(row[c] for c in key_columns)
-        if key not in given:
-            raise _fail(who, "returns the chunks it got", f"a row for chunk {key}, which it "
-                        "was not given")
-        if key in found:
-            raise _fail(who, "returns the chunks it got, one row each", f"chunk {key} twice")
-        changed = [c for c in chunks.columns if row[c] != given[key][c]]
-        if changed:
-            raise _fail(who, "returns the chunks it got", f"chunk {key} comes back with "
-                        f"{', '.join(changed)} changed")
-        score = row["score"]
-        if score is None or (isinstance(score, float) and not math.isfinite(score)):
-            raise _fail(who, "a numeric score for every chunk", f"chunk {key} scores {score!r}")
-        found[key] = score
-    lost = [k for k in given if k not in found]
-    if lost:
-        raise _fail(who, "returns the chunks it got", f"{len(lost)} of {len(given)} chunks "
-                    f"are missing, {lost[0]} first")
-    return found
-
-
-def _same_scores(who: str, promise: str, how: str, expected: dict[tuple[Any, ...], float],
-                 got: dict[tuple[Any, ...], float]) -> None:
-    for key, score in expected.items():
-        if got[key] != score:
-            raise _fail(who, promise, f"{how}, chunk {key} scores {got[key]!r}; the first "
-                        f"call, all chunks at once, gave {score!r}")
-
-
-def check_scorer(scorer: Any, sizes: tuple[int, ...] = (2, 3)) -> None:
-    """Check a scorer on the kit's questions and chunks, as the core builds them (the derived
-    columns and `chunk_size` included), twice over: whole sentences (the built-in
-    sentence-groups chunker at `sizes`) and spans that cut sentences (the kit's
-    `samples.CharacterWindows`).
-
-    Promises checked: it returns the chunks it got, each once and unchanged, with a numeric,
-    finite score (the core's column check too); deterministic (the same call twice gives the
-    same scores); batch-consistent (each passage and chunk size scored alone, and the rows
-    given in reverse order, give each chunk the same score as all at once: selection must not
-    depend on what else was in the batch). Scores are compared exactly: the core ranks on them
-    rounded to 12 decimals, and a last-bit difference can fall on either side of a rounding.
-    """
-    who = _name("scorer", scorer)
-    questions = samples.questions()
-    for chunks in (samples.chunks(sizes), samples.chunks(sizes, samples.CharacterWindows())):
-        form = "span chunks" if chunks["start"].null_count() == 0 else "sentence chunks"
-        whole = _scores(_call_scorer(scorer, who, chunks, questions), who, chunks)
-        again = _scores(_call_scorer(scorer, who, chunks, questions), who, chunks)
-        _same_scores(who, "deterministic", f"{form} scored a second time", whole, again)
-        reverse = chunks.reverse()
-        _same_scores(who, "batch-consistent", f"{form} with the rows in reverse order", whole,
-                     _scores(_call_scorer(scorer, who, reverse, questions), who, reverse))
-        for (case, lang, variant, size), part in chunks.group_by(
-                [*PASSAGE, "chunk_size"], maintain_order=True):
-            alone = _scores(_call_scorer(scorer, who, part, questions), who, part)
-            _same_scores(who, "batch-consistent", f"{form} of passage {case}/{lang}/{variant} "
-                         f"at size {size} scored alone", {k: whole[k] for k in alone}, alone)
 
 
 # -- Backends -----------------------------------------------------------------------------------
@@ -469,7 +202,7 @@ class _Suite:
         self.pricing, self.contract = pricing, contract
         self.key_env, self.url_env, self.via = key_env, url_env, via
         self.url_param, self.timeout_param, self.root = url_param, timeout_param, root
-        self.who = _name("backend", backend)
+        self.who = plugin_name("backend", backend)
         self.config = BackendConfig(name=str(getattr(backend, "name", "backend")),
                                     plugin=str(getattr(backend, "name", "backend")),
                                     params=params, pricing=pricing, contract=contract)
@@ -581,7 +314,7 @@ class _Suite:
                 where = str(session.endpoint)
                 expected_at = url.split("//", 1)[-1].split("/", 1)[0]
                 if expected_at not in where:
-                    raise _fail(self.who, "points where it is told", f"{name}: its session's "
+                    raise fail(self.who, "points where it is told", f"{name}: its session's "
                                 f"endpoint is {where!r}, not the loopback server at {url} "
                                 f"(nothing was sent); it reads its base URL from "
                                 f"{self.url_env if self.via == 'env' else self.url_param}?")
@@ -594,7 +327,7 @@ class _Suite:
                 except AssertionError:
                     raise
                 except Exception as exc:  # what the backend returned broke the collector
-                    raise _fail(self.who, RECORD_FIRST, f"{name}: the collector failed with "
+                    raise fail(self.who, RECORD_FIRST, f"{name}: the collector failed with "
                                 f"{type(exc).__name__}: {exc}; what the server sent was not "
                                 "recorded as an outcome") from exc
             finally:
@@ -603,7 +336,7 @@ class _Suite:
                 try:
                     recorder.close()
                 except Exception as exc:
-                    raise _fail(self.who, "session.close() returns", f"{name}: it raised "
+                    raise fail(self.who, "session.close() returns", f"{name}: it raised "
                                 f"{type(exc).__name__}: {exc}") from exc
         if grace:
             time.sleep(grace)
@@ -618,21 +351,21 @@ class _Suite:
         try:
             return self.backend.open(params)
         except Exception as exc:
-            raise _fail(self.who, "open(params) gives a session", f"{name}: open() raised "
+            raise fail(self.who, "open(params) gives a session", f"{name}: open() raised "
                         f"{type(exc).__name__}: {exc}") from exc
 
     def shared_checks(self, name: str, ran: _Ran, echoes_key: bool) -> None:
         for number, request in enumerate(ran.requests):
             if request["method"] != "POST":
-                raise _fail(self.who, NO_REDIRECT, f"{name}: request {number + 1} is a "
+                raise fail(self.who, NO_REDIRECT, f"{name}: request {number + 1} is a "
                             f"{request['method']} {request['path']}: a redirect was followed")
             if request["path"].split("?")[0] != self.shape.path:
-                raise _fail(self.who, "points where it is told", f"{name}: request "
+                raise fail(self.who, "points where it is told", f"{name}: request "
                             f"{number + 1} went to {request['path']}, the {self.shape.name} "
                             f"API is at {self.shape.path} (base URL {self.server.base_url})")
             retry = request["headers"].get("x-stainless-retry-count")
             if retry not in (None, "0"):
-                raise _fail(self.who, ONE_REQUEST, f"{name}: request {number + 1} says it is "
+                raise fail(self.who, ONE_REQUEST, f"{name}: request {number + 1} says it is "
                             f"retry number {retry}")
         secrets = self.secrets(ran.requests)
         for path in sorted(self.root.rglob("*")):
@@ -640,26 +373,26 @@ class _Suite:
                 data = path.read_bytes()
                 for secret in secrets:
                     if secret.encode() in data or secret.lower().encode() in data.lower():
-                        raise _fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in "
+                        raise fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in "
                                     f"{path.relative_to(self.root)}" + _hint(self.key_env))
                 if self.key_env:
                     form = _echoed(data.decode("utf-8", "replace"), FAKE_KEY)
                     if form:
-                        raise _fail(self.who, NO_SECRET, f"{name}: the fake key, {form}, is in "
+                        raise fail(self.who, NO_SECRET, f"{name}: the fake key, {form}, is in "
                                     f"{path.relative_to(self.root)}" + _hint(self.key_env))
         if self.key_env and (form := _echoed(ran.printed, FAKE_KEY)):
-            raise _fail(self.who, NO_SECRET, f"{name}: the fake key, {form}, was printed")
+            raise fail(self.who, NO_SECRET, f"{name}: the fake key, {form}, was printed")
         for secret in secrets:
             if secret in ran.printed:
-                raise _fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} was printed")
+                raise fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} was printed")
             if secret in ran.endpoint:
-                raise _fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in the "
+                raise fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in the "
                             "session's endpoint, which is recorded")
             if echoes_key:
                 continue  # the server sent it back in the body: the core redacts it on disk
             for item in ran.seen:
                 if secret in _texts(item):
-                    raise _fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in what "
+                    raise fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in what "
                                 f"the session returned ({type(item).__name__}), though the "
                                 "server never sent it")
 
@@ -677,13 +410,13 @@ class _Suite:
         for seq in seqs:
             outcome = ran.outcome(seq)
             if outcome.get("status") != "completed":
-                raise _fail(self.who, STOPS, f"{name}: call {seq}, a normal answer, is "
+                raise fail(self.who, STOPS, f"{name}: call {seq}, a normal answer, is "
                             f"recorded as {outcome.get('status')!r}, not 'completed'"
                             f"{self.failure_text(ran, seq)}")
             self.cost_is(name, ran, seq)
             sent = answer_for(ran.requests[seq - 1]["body"])
             if outcome.get("text") != sent:
-                raise _fail(self.who, READS, f"{name}: call {seq}'s answer is recorded as "
+                raise fail(self.who, READS, f"{name}: call {seq}'s answer is recorded as "
                             f"{outcome.get('text')!r}; the server sent {sent!r}")
 
     def cost_is(self, name: str, ran: _Ran, seq: int) -> None:
@@ -692,7 +425,7 @@ class _Suite:
         got = outcome.get("cost_usd")
         if got is None or Decimal(got) != expected:
             why = outcome.get("cost_unknown")
-            raise _fail(self.who, COST, f"{name}: call {seq} is recorded at "
+            raise fail(self.who, COST, f"{name}: call {seq} is recorded at "
                         f"{got if got is not None else 'an unknown cost'}"
                         f"{f' ({why})' if why else ''}; the usage the server reported, "
                         f"{self.usage(seq - 1)}, costs {expected} USD at the frozen pricing "
@@ -704,14 +437,14 @@ class _Suite:
         (default: one per call up to `seq`), and the stopped call counts its reservation."""
         requests = seq if requests is None else requests
         if len(ran.requests) != requests:
-            raise _fail(self.who, promise if promise != STOPS else ONE_REQUEST,
+            raise fail(self.who, promise if promise != STOPS else ONE_REQUEST,
                         f"{name}: the server received {len(ran.requests)} requests, "
                         f"{requests} expected (one per call up to call {seq})")
         stop = ran.stop
         if stop is None or stop.reason != reason or stop.seq != seq:
             got = "no stop: every call went" if stop is None else \
                 f"{stop.reason} at call {stop.seq} ({stop.detail})"
-            raise _fail(self.who, promise, f"{name}: the series must stop at call {seq} as "
+            raise fail(self.who, promise, f"{name}: the series must stop at call {seq} as "
                         f"{reason}; got {got}{self.failure_text(ran, seq)}")
         self.answered_as_planned(name, ran, range(1, seq))
         return ran.outcome(seq)
@@ -719,22 +452,22 @@ class _Suite:
     def counted_at_reservation(self, name: str, ran: _Ran, seq: int) -> None:
         outcome = ran.outcome(seq)
         if outcome.get("never_sent"):
-            raise _fail(self.who, STOPS, f"{name}: call {seq} claims it never left the "
+            raise fail(self.who, STOPS, f"{name}: call {seq} claims it never left the "
                         "machine, but the server received it: it must stay counted (only a "
                         "connection that could not be opened proves nothing was sent)")
         if outcome.get("counted_usd") != ran.reserved(seq) or outcome.get("cost_usd"):
-            raise _fail(self.who, COST, f"{name}: call {seq} is counted at "
+            raise fail(self.who, COST, f"{name}: call {seq} is counted at "
                         f"{outcome.get('counted_usd')} (cost {outcome.get('cost_usd')}), not "
                         f"at its whole reservation {ran.reserved(seq)}")
 
     def all_sent(self, name: str, ran: _Ran, lead: str) -> None:
         """The series went to its end (`lead` opens the failure's words), one request a call."""
         if ran.stop is not None:
-            raise _fail(self.who, STOPS, f"{name}: {lead}the series stopped at call "
+            raise fail(self.who, STOPS, f"{name}: {lead}the series stopped at call "
                         f"{ran.stop.seq} as {ran.stop.reason} ({ran.stop.detail})"
                         f"{self.failure_text(ran, ran.stop.seq)}")
         if len(ran.requests) != len(self.calls):
-            raise _fail(self.who, ONE_REQUEST, f"{name}: the server received "
+            raise fail(self.who, ONE_REQUEST, f"{name}: the server received "
                         f"{len(ran.requests)} requests for {len(self.calls)} calls")
 
     def went_on(self, name: str, ran: _Ran, seq: int, what: str) -> dict[str, Any]:
@@ -785,16 +518,16 @@ class _Suite:
             except FragbenchError:
                 session = None
             except Exception as exc:
-                raise _fail(self.who, "refuses without a key", f"with {self.key_env} unset, "
+                raise fail(self.who, "refuses without a key", f"with {self.key_env} unset, "
                             f"open() raised {type(exc).__name__}, not a FragbenchError (one "
                             "line for the user, exit 4)") from exc
         if session is not None:
             session.close()
-            raise _fail(self.who, "refuses without a key", f"with {self.key_env} unset, "
+            raise fail(self.who, "refuses without a key", f"with {self.key_env} unset, "
                         "open() gave a session; it must raise a FragbenchError saying to set "
                         "the key (nothing sent)")
         if self.server.requests:
-            raise _fail(self.who, "refuses without a key", "open() without a key sent a "
+            raise fail(self.who, "refuses without a key", "open() without a key sent a "
                         "request")
 
     def clean_series(self) -> None:
@@ -804,7 +537,7 @@ class _Suite:
         self.answered_as_planned(name, ran, range(1, len(self.calls) + 1))
         connections = [r.get("connection") for r in ran.requests]
         if len(set(connections)) != len(connections):
-            raise _fail(self.who, OWN_CONNECTION, f"{name}: the {len(connections)} requests "
+            raise fail(self.who, OWN_CONNECTION, f"{name}: the {len(connections)} requests "
                         f"came on connections {connections}: a connection kept alive from one "
                         "call to the next lets a second response written after one answer be "
                         "read as the next call's (build the SDK client with fragbench.transport"
@@ -812,18 +545,18 @@ class _Suite:
         for number, request in enumerate(ran.requests):
             body = request["body"]
             if body.get("model") != self.contract.model:
-                raise _fail(self.who, CONTRACT, f"{name}: request {number + 1} asks for model "
+                raise fail(self.who, CONTRACT, f"{name}: request {number + 1} asks for model "
                             f"{body.get('model')!r}, the contract declares "
                             f"{self.contract.model!r}")
             limits = {k: body[k] for k in self.shape.limit_keys if k in body}
             # Every limit the request sets must be the ceiling: a server applies whichever it
             # prefers (vLLM takes max_completion_tokens over max_tokens).
             if not limits or set(limits.values()) != {self.contract.output_ceiling}:
-                raise _fail(self.who, CONTRACT, f"{name}: request {number + 1} sets "
+                raise fail(self.who, CONTRACT, f"{name}: request {number + 1} sets "
                             f"{limits or 'no output limit'} ({' or '.join(self.shape.limit_keys)}"
                             f"); the contract's output ceiling is {self.contract.output_ceiling}")
             if self.key_env and not any(FAKE_KEY in v for v in request["headers"].values()):
-                raise _fail(self.who, "reads its key from the environment", f"{name}: the "
+                raise fail(self.who, "reads its key from the environment", f"{name}: the "
                             f"key put in {self.key_env} was not sent with request {number + 1}")
 
     def http_errors(self) -> None:
@@ -870,7 +603,7 @@ class _Suite:
         ran = self.run(name, target=target)
         outcome = self.stopped(name, ran, 1, "technical_failure", STOPS, requests=0)
         if not outcome.get("never_sent") or outcome.get("counted_usd") != "0":
-            raise _fail(self.who, COST, f"{name}: a connection that could not be opened "
+            raise fail(self.who, COST, f"{name}: a connection that could not be opened "
                         "proves the request never left: the failure must say so "
                         "(BackendFailure(never_sent=True); fragbench.transport."
                         "connection_failure), and the call is counted at 0; it is counted at "
@@ -895,7 +628,7 @@ class _Suite:
         ran = self.run(name, {0: self.answer(model="kit-other-model")})
         outcome = self.stopped(name, ran, 1, "changed_model", STOPS)
         if outcome.get("model") != "kit-other-model":
-            raise _fail(self.who, STOPS, f"{name}: the model that came back is recorded as "
+            raise fail(self.who, STOPS, f"{name}: the model that came back is recorded as "
                         f"{outcome.get('model')!r}, the server said 'kit-other-model'")
         name = "another snapshot at call 2"
         later = f"{self.contract.model}-2031-01-01"
@@ -907,14 +640,14 @@ class _Suite:
         ran = self.run(name, {1: self.answer(**self.shape.incomplete())})
         outcome = self.went_on(name, ran, 2, "an incomplete answer")
         if outcome.get("status") != "incomplete":
-            raise _fail(self.who, STOPS, f"{name}: call 2 is recorded as "
+            raise fail(self.who, STOPS, f"{name}: call 2 is recorded as "
                         f"{outcome.get('status')!r}, not 'incomplete'")
         name = "a refusal at call 2"
         ran = self.run(name, {1: self.answer(**self.shape.refused("I can’t help with that."))})
         outcome = self.went_on(name, ran, 2, "a refusal")
         if not outcome.get("refusal") or outcome.get("status") not in ("completed",
                                                                        "incomplete"):
-            raise _fail(self.who, STOPS, f"{name}: call 2 is recorded with status "
+            raise fail(self.who, STOPS, f"{name}: call 2 is recorded with status "
                         f"{outcome.get('status')!r} and refusal {outcome.get('refusal')!r}; a "
                         "refusal is an answer (completed or incomplete) whose `refusal` says so")
 
@@ -996,7 +729,7 @@ class _Suite:
             self.stopped_counted(name, ran := self.run(name, {1: action}), ONE_READING)
             key = name.split()[2]
             if self.kept(ran, 2).count(f'"{key}"') < 2:
-                raise _fail(self.who, ONE_READING, f"{name}: the body is not kept as it came "
+                raise fail(self.who, ONE_READING, f"{name}: the body is not kept as it came "
                             f"(both {key!r} keys); the outcome's raw is "
                             f"{self.kept(ran, 2)[:200]!r}")
 
@@ -1008,7 +741,7 @@ class _Suite:
                                         + "]" * 500 + "}", **self.options())})
         self.stopped_counted(name, ran, RECORD_FIRST)
         if "[" * 500 not in self.kept(ran, 2):
-            raise _fail(self.who, RECORD_FIRST, f"{name}: the body is not kept as it came")
+            raise fail(self.who, RECORD_FIRST, f"{name}: the body is not kept as it came")
 
         name = "a lone surrogate (\\ud83d) in the answer at call 2"
         ran = self.run(name, {1: edited(lambda text: text.replace(
@@ -1016,7 +749,7 @@ class _Suite:
         outcome = self.went_on_with(name, ran, 2, "an answer holding a lone surrogate")
         text = str(outcome.get("text"))
         if "the cited sentence" not in text or re.search("[\ud800-\udfff]", text):
-            raise _fail(self.who, RECORD_FIRST, f"{name}: the answer is recorded as "
+            raise fail(self.who, RECORD_FIRST, f"{name}: the answer is recorded as "
                         f"{text[:120]!r}: it must be kept, the surrogate made writable (U+FFFD "
                         "or an escape)")
 
@@ -1026,11 +759,11 @@ class _Suite:
         longest = max(len(line) for line in (self.root / f"{len(self.ran):02d}" /
                                              "journal.jsonl").read_bytes().splitlines())
         if longest > LINE_BOUND:
-            raise _fail(self.who, RECORD_FIRST, f"{name}: a journal line of {longest} bytes: "
+            raise fail(self.who, RECORD_FIRST, f"{name}: a journal line of {longest} bytes: "
                         "the body must be bounded after decompression (session.max_body_bytes, "
                         f"set to {KIT_MAX_BODY} here) before it is recorded")
         if self.kept(ran, 2).count(" ") < 1024:
-            raise _fail(self.who, RECORD_FIRST, f"{name}: its first bytes (spaces) are not "
+            raise fail(self.who, RECORD_FIRST, f"{name}: its first bytes (spaces) are not "
                         "kept")
 
         name = "a body that claims gzip encoding and is not, at call 2"
@@ -1038,7 +771,7 @@ class _Suite:
                                            {"content-encoding": "gzip"})})
         outcome = self.stopped_counted(name, ran, SAYS_WHY)
         if "gzip" not in str(outcome.get("error")):
-            raise _fail(self.who, SAYS_WHY, f"{name}: the failure reads "
+            raise fail(self.who, SAYS_WHY, f"{name}: the failure reads "
                         f"{outcome.get('error')!r}; it should say the body is not gzip")
 
         name = "answers sent gzip-encoded at every call"
@@ -1054,7 +787,7 @@ class _Suite:
             for line in path.read_bytes().decode("utf-8").splitlines():
                 json.loads(line)
         except ValueError as exc:
-            raise _fail(self.who, RECORD_FIRST, f"{name}: the journal cannot be read back "
+            raise fail(self.who, RECORD_FIRST, f"{name}: the journal cannot be read back "
                         f"({exc})") from None
         return outcome
 
@@ -1216,7 +949,7 @@ def check_backend(backend: Any, params: Mapping[str, Any], server: Server, *,
     if via == "env" and not url:
         raise ValueError("via='env' needs url_env, the variable the backend reads its base "
                          "URL from")
-    who = _name("backend", backend)
+    who = plugin_name("backend", backend)
     params = dict(params)
     checked = dict(params)
     if timeout_param is not None:
@@ -1226,19 +959,19 @@ def check_backend(backend: Any, params: Mapping[str, Any], server: Server, *,
     try:
         backend.check_params(dict(checked))
     except ValueError as exc:
-        raise _fail(who, "check_params accepts valid params", f"check_params refused "
+        raise fail(who, "check_params accepts valid params", f"check_params refused "
                     f"{checked}: {exc}") from exc
     try:
         contract = backend.contract(dict(checked))
     except Exception as exc:
-        raise _fail(who, CONTRACT, f"contract(params) raised {type(exc).__name__}: "
+        raise fail(who, CONTRACT, f"contract(params) raised {type(exc).__name__}: "
                     f"{exc}") from exc
     if not isinstance(contract, Contract):
-        raise _fail(who, CONTRACT, f"contract(params) returned {type(contract).__name__}, not "
+        raise fail(who, CONTRACT, f"contract(params) returned {type(contract).__name__}, not "
                     "a fragbench.interfaces.Contract")
     problems = contract.problems()
     if problems:
-        raise _fail(who, CONTRACT, "; ".join(problems))
+        raise fail(who, CONTRACT, "; ".join(problems))
     with contextlib.ExitStack() as stack:
         if tmp_path is None:
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(
@@ -1251,5 +984,4 @@ def check_backend(backend: Any, params: Mapping[str, Any], server: Server, *,
         return suite.ran
 
 
-__all__ = ["FAKE_KEY", "check_backend", "check_chunker", "check_scorer",
-           "default_pricing"]
+__all__ = ["FAKE_KEY", "check_backend", "default_pricing"]

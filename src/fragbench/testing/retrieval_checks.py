@@ -1,0 +1,264 @@
+"""The kit's checks of chunkers and scorers: `check_chunker` and `check_scorer`, each run on the
+kit's samples (`fragbench.testing.samples`) through the core's own reading of the plugin's
+output, each failing with an AssertionError that names the promise that broke."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING, Any
+
+from fragbench.testing import samples
+from fragbench.testing.promises import fail, plugin_name
+
+if TYPE_CHECKING:
+    import polars as pl
+
+PASSAGE = ("case", "lang", "variant")
+
+
+# -- Chunkers -----------------------------------------------------------------------------------
+
+def _passages(sentences: pl.DataFrame) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    """(case, lang, variant) -> its sentences as dicts, in passage order."""
+    found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in sentences.sort([*PASSAGE, "position"]).iter_rows(named=True):
+        found.setdefault((row["case"], row["lang"], row["variant"]), []).append(row)
+    return found
+
+
+def _chunk(chunker: Any, who: str, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+    """The chunks as the core reads them (`fragbench.retrieval.chunk_passages`): the output
+    checked against the chunker's declared form (columns, types; for spans, offsets within
+    the passage and one row per chunk index), with the derived columns (fact_ids, text, start,
+    end, ...). Whatever the core refuses fails here, with the core's own words."""
+    from fragbench.errors import PluginError
+    from fragbench.retrieval import chunk_passages
+
+    try:
+        return chunk_passages(chunker, sentences, size)
+    except PluginError as exc:
+        if isinstance(exc.__cause__, Exception):  # raised inside the chunker
+            raise fail(who, "chunk() returns every chunk", f"chunk(sentences, {size}): "
+                        f"{exc}") from exc
+        raise fail(who, "documented columns and types", f"chunk(sentences, {size}): "
+                    f"{exc}") from None
+
+
+def check_chunker(chunker: Any, sizes: tuple[int, ...] = (1, 2, 3)) -> None:
+    """Check a chunker on the kit's bilingual sentences (`fragbench.testing.samples`) at each
+    chunk size, through the core's own reading of its output.
+
+    Promises checked, each failure naming it:
+    - its declared form: `output` (absent, "sentences" or "spans") and the columns and types
+      of that form (`fragbench.interfaces.CHUNK_COLUMNS` or `SPAN_COLUMNS`); spans within
+      their passage, one per chunk index (the core's checks, `fragbench.spans.check_spans`);
+    - every passage it was given, and no other;
+    - numbering: each passage's chunks are numbered 0, 1, 2, ... in passage order (no chunk
+      starts before the one numbered before it), each sentence chunk's sentences in passage
+      order;
+    - deterministic: the same input twice gives the same chunks, row order included;
+    - coverage: without `overlap = True`, every sentence of every passage exactly once and in
+      order (a span chunker: disjoint spans in order that leave out nothing but white space),
+      the core's own rule (`fragbench.spans.coverage_problems`); with `overlap = True`, every
+      sentence (every non-white-space character) in at least one chunk;
+    - text: a sentence chunker's `text` is its sentences joined by one space.
+    """
+    from fragbench.spans import coverage_problems
+
+    who = plugin_name("chunker", chunker)
+    overlap = getattr(chunker, "overlap", False) is True
+    sentences = samples.sentences()
+    passages = _passages(sentences)
+    for size in sizes:
+        first = _chunk(chunker, who, sentences, size)
+        again = _chunk(chunker, who, sentences, size)
+        if not first.equals(again):
+            raise fail(who, "deterministic", f"chunk(sentences, {size}) twice gave two "
+                        "different frames")
+        chunks = _chunks_by_passage(first, who, size, passages)
+        for key, rows in chunks.items():
+            where = f"passage {'/'.join(key)} at size {size}"
+            _check_order(who, where, rows, passages[key])
+            if overlap:
+                _check_covered(who, where, rows, passages[key])
+        if not overlap:
+            problems = coverage_problems(first, sentences)
+            if problems:
+                unit = "character" if first["start"].null_count() == 0 else "sentence"
+                raise fail(who, f"every {unit} once and in order", f"at size {size}, "
+                            f"{problems[0]} (declare overlap = True if chunks are meant to "
+                            "share them)")
+
+
+def _chunks_by_passage(frame: pl.DataFrame, who: str, size: int,
+                       passages: dict[tuple[str, str, str], list[dict[str, Any]]]
+                       ) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for row in frame.iter_rows(named=True):
+        found.setdefault((row["case"], row["lang"], row["variant"]), []).append(row)
+    missing = sorted(set(passages) - set(found))
+    extra = sorted(set(found) - set(passages))
+    if missing or extra:
+        detail = (f"no chunk for {', '.join('/'.join(k) for k in missing)}" if missing else
+                  f"chunks for passages it was not given: {', '.join('/'.join(k) for k in extra)}")
+        raise fail(who, "every passage it was given, and no other", f"at size {size}, {detail}")
+    for key, rows in found.items():
+        numbers = sorted(row["chunk"] for row in rows)
+        if numbers != list(range(len(rows))):
+            raise fail(who, "chunks numbered 0.. in passage order",
+                        f"passage {'/'.join(key)} at size {size} numbers its chunks {numbers}")
+        rows.sort(key=lambda row: row["chunk"])
+    return found
+
+
+def _check_order(who: str, where: str, rows: list[dict[str, Any]],
+                 passage: list[dict[str, Any]]) -> None:
+    """Chunks numbered in passage order; a sentence chunk's sentences in passage order, its
+    text those sentences joined by one space."""
+    position = {s["fact_id"]: s["position"] for s in passage}
+    text = {s["fact_id"]: s["text"] for s in passage}
+    order = " ".join(s["fact_id"] for s in passage)
+    starts = []
+    for row in rows:
+        if row["start"] is not None:  # a span: the core checked it lies within the passage
+            starts.append(row["start"])
+            continue
+        ids = list(row["fact_ids"] or [])
+        unknown = [fid for fid in ids if fid not in position]
+        if unknown or not ids:
+            raise fail(who, "chunks hold the passage's sentences", f"{where}, chunk "
+                        f"{row['chunk']} holds {' '.join(ids) or 'nothing'}"
+                        + (f": {', '.join(unknown)} not in the passage" if unknown else ""))
+        places = [position[fid] for fid in ids]
+        if places != sorted(set(places)):
+            raise fail(who, "sentences in passage order", f"{where}, chunk {row['chunk']} "
+                        f"holds {' '.join(ids)}; the passage order is {order}")
+        joined = " ".join(text[fid] for fid in ids)
+        if row["text"] != joined:
+            raise fail(who, "text is its sentences joined by one space", f"{where}, chunk "
+                        f"{row['chunk']} has text {row['text']!r}, its sentences give "
+                        f"{joined!r}")
+        starts.append(places[0])
+    if any(b < a for a, b in itertools.pairwise(starts)):
+        raise fail(who, "chunks numbered 0.. in passage order", f"{where}, the chunks start "
+                    f"at {starts} (sentence positions or character offsets) in the order of "
+                    "their numbers")
+
+
+def _check_covered(who: str, where: str, rows: list[dict[str, Any]],
+                   passage: list[dict[str, Any]]) -> None:
+    """With overlap: every sentence in some chunk, or every character that is not white
+    space in some span."""
+    from fragbench.corpus import PASSAGE_SEPARATOR
+
+    spans = [(row["start"], row["end"]) for row in rows if row["start"] is not None]
+    if spans:
+        text = PASSAGE_SEPARATOR.join(s["text"] for s in passage)
+        covered = [False] * len(text)
+        for start, end in spans:
+            covered[start:end] = [True] * (end - start)
+        lost = [i for i, c in enumerate(text) if not c.isspace() and not covered[i]]
+        if lost:
+            raise fail(who, "every character at least once (overlap = True)", f"{where} "
+                        f"leaves out the characters at {lost[:10]} ({text[lost[0]]!r} first)")
+        return
+    seen = {fid for row in rows for fid in row["fact_ids"]}
+    missing = [s["fact_id"] for s in passage if s["fact_id"] not in seen]
+    if missing:
+        raise fail(who, "every sentence at least once (overlap = True)",
+                    f"{where} loses {', '.join(missing)}")
+
+
+# -- Scorers ------------------------------------------------------------------------------------
+
+def _check_columns(frame: Any, columns: dict[str, tuple[str, ...]], who: str, what: str) -> None:
+    from fragbench.errors import PluginError
+    from fragbench.interfaces import check_frame
+
+    try:
+        check_frame(frame, columns, who, what)
+    except PluginError as exc:
+        raise fail(who, "documented columns and types", str(exc)) from None
+
+
+def _call_scorer(scorer: Any, who: str, chunks: pl.DataFrame, questions: pl.DataFrame
+                 ) -> pl.DataFrame:
+    from fragbench.interfaces import SCORE_DTYPES
+    from fragbench.retrieval import SCORER_CONTRACT
+
+    try:
+        scored = scorer.score(chunks, questions)
+    except Exception as exc:
+        raise fail(who, "score() returns every chunk with a score", f"score() raised "
+                    f"{type(exc).__name__}: {exc}") from exc
+    _check_columns(scored, {**{c: (str(chunks.schema[c]),) for c in chunks.columns},
+                            "score": SCORE_DTYPES}, who, SCORER_CONTRACT)
+    return scored
+
+
+def _scores(frame: pl.DataFrame, who: str, chunks: pl.DataFrame
+            ) -> dict[tuple[Any, ...], float]:
+    """Chunk key -> score; fails unless `frame` holds each chunk it was given exactly once,
+    unchanged, with a finite score."""
+    key_columns = [*PASSAGE, "chunk_size", "chunk"]
+    given = {tuple(r[c] for c in key_columns): r for r in chunks.iter_rows(named=True)}
+    found: dict[tuple[Any, ...], float] = {}
+    for row in frame.iter_rows(named=True):
+        key = tuple(row[c] for c in key_columns)
+        if key not in given:
+            raise fail(who, "returns the chunks it got", f"a row for chunk {key}, which it "
+                        "was not given")
+        if key in found:
+            raise fail(who, "returns the chunks it got, one row each", f"chunk {key} twice")
+        changed = [c for c in chunks.columns if row[c] != given[key][c]]
+        if changed:
+            raise fail(who, "returns the chunks it got", f"chunk {key} comes back with "
+                        f"{', '.join(changed)} changed")
+        score = row["score"]
+        if score is None or (isinstance(score, float) and not math.isfinite(score)):
+            raise fail(who, "a numeric score for every chunk", f"chunk {key} scores {score!r}")
+        found[key] = score
+    lost = [k for k in given if k not in found]
+    if lost:
+        raise fail(who, "returns the chunks it got", f"{len(lost)} of {len(given)} chunks "
+                    f"are missing, {lost[0]} first")
+    return found
+
+
+def _same_scores(who: str, promise: str, how: str, expected: dict[tuple[Any, ...], float],
+                 got: dict[tuple[Any, ...], float]) -> None:
+    for key, score in expected.items():
+        if got[key] != score:
+            raise fail(who, promise, f"{how}, chunk {key} scores {got[key]!r}; the first "
+                        f"call, all chunks at once, gave {score!r}")
+
+
+def check_scorer(scorer: Any, sizes: tuple[int, ...] = (2, 3)) -> None:
+    """Check a scorer on the kit's questions and chunks, as the core builds them (the derived
+    columns and `chunk_size` included), twice over: whole sentences (the built-in
+    sentence-groups chunker at `sizes`) and spans that cut sentences (the kit's
+    `samples.CharacterWindows`).
+
+    Promises checked: it returns the chunks it got, each once and unchanged, with a numeric,
+    finite score (the core's column check too); deterministic (the same call twice gives the
+    same scores); batch-consistent (each passage and chunk size scored alone, and the rows
+    given in reverse order, give each chunk the same score as all at once: selection must not
+    depend on what else was in the batch). Scores are compared exactly: the core ranks on them
+    rounded to 12 decimals, and a last-bit difference can fall on either side of a rounding.
+    """
+    who = plugin_name("scorer", scorer)
+    questions = samples.questions()
+    for chunks in (samples.chunks(sizes), samples.chunks(sizes, samples.CharacterWindows())):
+        form = "span chunks" if chunks["start"].null_count() == 0 else "sentence chunks"
+        whole = _scores(_call_scorer(scorer, who, chunks, questions), who, chunks)
+        again = _scores(_call_scorer(scorer, who, chunks, questions), who, chunks)
+        _same_scores(who, "deterministic", f"{form} scored a second time", whole, again)
+        reverse = chunks.reverse()
+        _same_scores(who, "batch-consistent", f"{form} with the rows in reverse order", whole,
+                     _scores(_call_scorer(scorer, who, reverse, questions), who, reverse))
+        for (case, lang, variant, size), part in chunks.group_by(
+                [*PASSAGE, "chunk_size"], maintain_order=True):
+            alone = _scores(_call_scorer(scorer, who, part, questions), who, part)
+            _same_scores(who, "batch-consistent", f"{form} of passage {case}/{lang}/{variant} "
+                         f"at size {size} scored alone", {k: whole[k] for k in alone}, alone)
