@@ -356,7 +356,7 @@ def test_sentence_groups_gives_the_tables_it_gave_before_spans() -> None:
         "conditions_supplied"].list.len().to_list()
 
 
-PROTOCOL_PLAN_SHA256 = "c0e9437c79fb0a31446c07ddc218f8a253588e832622be5a950d56588e5a60a4"
+PROTOCOL_PLAN_SHA256 = "ff902f560e43ecf65a6b148feec394884c202080b016a3e70ce3570f92d37a45"
 """Refrozen for issue 14 (response bound and plugin code hashes: see test_contracts.py)."""
 
 

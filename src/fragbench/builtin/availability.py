@@ -173,6 +173,7 @@ def _call_whole_ids(calls: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
 
 class Availability:
     name = "availability"
+    api_version = "1.0"
     kind = "primary"
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:

@@ -21,6 +21,7 @@ class SentenceGroups:
     """
 
     name = "sentence-groups"
+    api_version = "1.0"
 
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
         if size < 1:

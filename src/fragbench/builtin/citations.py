@@ -141,6 +141,7 @@ def _shown(calls: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
 
 class Citations:
     name = "citations"
+    api_version = "1.0"
     kind = "primary"
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:

@@ -51,6 +51,7 @@ def _known_sum(column: str) -> pl.Expr:
 
 class Completeness:
     name = "completeness"
+    api_version = "1.0"
     kind = "primary"
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
@@ -68,6 +69,7 @@ class Completeness:
 
 class UsageMeasure:
     name = "usage"
+    api_version = "1.0"
     kind = "primary"
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:

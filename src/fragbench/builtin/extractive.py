@@ -50,6 +50,7 @@ class ExtractiveSession:
 
 class ExtractiveBackend:
     name = "extractive"
+    api_version = "1.0"
     is_model = False
     label = "extractive"
 

@@ -160,6 +160,7 @@ class OpenAISession(SDKSession):
 
 class OpenAIBackend:
     name = "openai"
+    api_version = "1.0"
     is_model = True
     label = "OpenAI Responses API"
 

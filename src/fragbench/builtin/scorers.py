@@ -67,6 +67,7 @@ class SqrtLexical:
     """
 
     name = "sqrt-lexical"
+    api_version = "1.0"
     modes = ("passage", "collection")
 
     def collection_index(self, chunks: pl.DataFrame) -> _Index:

@@ -202,6 +202,7 @@ def session(params: dict[str, Any], where: Route) -> SDKSession:
 
 class AnthropicBackend:
     name = "anthropic"
+    api_version = "1.0"
     is_model = True
     label = "Anthropic Messages API"
     packages = ("anthropic",)

@@ -174,6 +174,7 @@ def session(params: dict[str, Any], where: Route) -> SDKSession:
 
 class OpenAIChatBackend:
     name = "openai-chat"
+    api_version = "1.0"
     is_model = True
     label = "Chat Completions (OpenAI-compatible server)"
     packages = ("openai",)

@@ -19,6 +19,7 @@ PASSAGE = ["case", "lang", "variant"]
 
 class SlidingWindow:
     name = "sliding-window"
+    api_version = "1.0"
     overlap = True
     """Windows share sentences: the core's (and the test kit's) no-overlap coverage check does
     not apply. No `output` attribute: it returns sentences, the chunker interface it was written

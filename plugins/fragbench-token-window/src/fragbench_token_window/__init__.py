@@ -36,6 +36,7 @@ class TokenWindow:
     """Consecutive windows of `size` word tokens (TOKEN), non-overlapping, cutting sentences."""
 
     name = "token-window"
+    api_version = "1.0"
     output = "spans"
     """Returns case, lang, variant, chunk, start, end: spans of the passage's text."""
 
