@@ -121,6 +121,7 @@ class ToyChat:
     """Names its output limit max_tokens, as Chat Completions does."""
 
     name = "toy-chat"
+    api_version = "1.0"
     is_model = True
     label = "toy chat server"
 
@@ -253,6 +254,7 @@ from fragbench.hookspecs import hookimpl
 
 class Broken:
     name = "broken-measure"
+    api_version = "1.0"
     kind = "diagnostic"
 
     def compute(self, data):

@@ -13,7 +13,9 @@ def fake_distribution(site: Path, name: str, module: str, code: str) -> None:
     """A real installed distribution, as pip would lay it out: module + dist-info."""
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(code, encoding="utf-8")
-    info = site / f"{name}-0.3.dist-info"
+    # Named as a wheel names it (hyphens as underscores): importlib.metadata reads a
+    # `fragbench-x-0.3.dist-info` folder as a distribution of `fragbench` itself.
+    info = site / f"{name.replace('-', '_')}-0.3.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.3\n",
                                    encoding="utf-8")
@@ -87,6 +89,7 @@ def test_a_third_party_measure_is_found_by_name(tmp_path: Path) -> None:
         "from fragbench.hookspecs import hookimpl\n"
         "class Count:\n"
         "    name = 'chunk-count'\n"
+        "    api_version = '1.0'\n"
         "    kind = 'diagnostic'\n"
         "    def compute(self, data):\n"
         "        return {'chunk_count': data.retrieval.group_by('case').len()}\n"

@@ -557,6 +557,7 @@ def test_a_chunker_that_breaks_its_contract_is_named(tmp_path: Path) -> None:
         "from fragbench.hookspecs import hookimpl\n"
         "class Broken:\n"
         "    name = 'broken'\n"
+        "    api_version = '1.0'\n"
         "    def chunk(self, sentences, size):\n"
         "        return sentences.select('case', 'lang', 'variant', 'text')\n"
         "@hookimpl\n"

@@ -1,5 +1,13 @@
-"""The version of fragbench's plugin API, and the check that every registered object declares
-one this fragbench supports.
+"""fragbench's plugin API: the one import a plugin author needs, stable under semantic
+versioning (docs/plugins.md, "Stability").
+
+    from fragbench.api import API_VERSION, Chunker, hookimpl
+
+Every name in `__all__` is the same object as in the module that defines it (`hookimpl` is
+`fragbench.hookspecs.hookimpl`, `Reply` is `fragbench.interfaces.Reply`, ...), so a plugin that
+imports them from there keeps working; these names, with the protocols' documented attributes
+and columns, stay compatible for every API 1.x. Importing this module loads no Polars and no
+SDK, so a plugin module that imports it stays light at start-up.
 
 Every object a plugin registers (chunker, scorer, backend, measure) says which plugin API it was
 written for, as a class attribute: `api_version = "1.0"` (MAJOR.MINOR). A fragbench supports one
@@ -12,6 +20,43 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from fragbench.errors import FragbenchError
+from fragbench.hookspecs import hookimpl
+from fragbench.interfaces import (
+    COST_FIELDS,
+    SNAPSHOT,
+    Backend,
+    BackendFailure,
+    Chunker,
+    Contract,
+    Measure,
+    MeasureInput,
+    Reply,
+    Request,
+    Scorer,
+    Session,
+    Usage,
+)
+
+__all__ = [
+    "API_VERSION",
+    "COST_FIELDS",
+    "SNAPSHOT",
+    "Backend",
+    "BackendFailure",
+    "Chunker",
+    "Contract",
+    "FragbenchError",
+    "Measure",
+    "MeasureInput",
+    "Reply",
+    "Request",
+    "Scorer",
+    "Session",
+    "Usage",
+    "hookimpl",
+]
 
 API_VERSION = "1.0"
 """The plugin API this fragbench provides (MAJOR.MINOR)."""
@@ -26,7 +71,10 @@ def _parts(version: str) -> tuple[int, int]:
 
 def api_version_problem(obj: Any) -> str | None:
     """Why `obj`'s declared `api_version` is not one this fragbench supports, in words that
-    follow the plugin's name ("declares no api_version; ..."); None when it is supported."""
+    follow the plugin's name ("declares no api_version; ..."); None when it is supported.
+
+    fragbench's own check (the registry and the kit's checks call it), not part of the stable
+    surface (`__all__`): its words may change in any release."""
     declared = getattr(obj, "api_version", None)
     ours = f"this fragbench provides plugin API {API_VERSION}"
     if declared is None:

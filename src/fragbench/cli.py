@@ -432,7 +432,8 @@ def plugins(
         help="An experiment folder, or a folder of them, whose configs' backends to list "
              "[default: ./experiments when it exists].")] = None,
 ) -> None:
-    """List the registered plugins with their packages, and the backends each config defines."""
+    """List the registered plugins with their packages and the plugin API each is written for,
+    and the backends each config defines."""
     from fragbench.errors import UsageError
     from fragbench.plugins import config_backends, registry
 
@@ -443,7 +444,8 @@ def plugins(
     reg = registry()
     for e in sorted(reg.entries, key=lambda e: (e.kind, e.name)):
         where = "built-in" if e.builtin else "plugin"
-        say(f"{e.kind:<8} {e.name:<18} {e.origin} {e.version} ({where})")
+        say(f"{e.kind:<8} {e.name:<18} {e.origin} {e.version} ({where}) API "
+            f"{e.obj.api_version}")
     if not folder.is_dir():
         return
     registered = set(reg.names("backend"))

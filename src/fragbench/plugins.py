@@ -5,6 +5,11 @@ Built-in plugins are modules registered exactly like third-party ones: through t
 `FRAGBENCH_LOAD_PLUGINS` (a comma-separated list of distribution names; empty for none) limits
 which third-party plugins load. `FRAGBENCH_TRACE_HOOKS=1` prints every hook call to stderr.
 
+Every registered object declares the plugin API it is written for (`api_version = "1.0"`);
+`registry` refuses, in one line naming the plugin and its distribution, one that declares none
+or one this fragbench does not support (`fragbench.api.api_version_problem`), before any other
+check: a plugin written for another API may lack what this one requires.
+
 `code_sha256` identifies a plugin's code by content, for the frozen plan: a plugin whose code
 changed while its version did not is a different plugin.
 """
@@ -26,6 +31,7 @@ import attrs
 import pluggy
 
 from fragbench import hookspecs
+from fragbench.api import api_version_problem
 from fragbench.errors import PluginError
 
 DEFAULT_PLUGINS = (
@@ -158,6 +164,13 @@ def registry() -> Registry:
             def register(obj: Any, *, _kind: str = kind, _origin: str = origin,
                          _version_: str = version, _builtin: bool = builtin,
                          _required: tuple[str, ...] = required) -> None:
+                # The API version first: a plugin written for another API may well lack what
+                # this one requires, and the version is then the thing to say.
+                problem = api_version_problem(obj)
+                if problem is not None:
+                    where = "built-in" if _builtin else f"plugin {_origin} {_version_}"
+                    name = getattr(obj, "name", type(obj).__name__)
+                    raise PluginError(f"{_kind} {name!r} ({where}) {problem}.")
                 missing = [a for a in _required if not hasattr(obj, a)]
                 if missing:
                     raise PluginError(f"plugin {_origin} registered a {_kind} without "
