@@ -25,10 +25,12 @@ from fragbench.config import Pricing, _contract
 from fragbench.errors import PluginError
 from fragbench.interfaces import COST_FIELDS, Contract, Usage
 
-PROTOCOL_PLAN_SHA256 = "ff902f560e43ecf65a6b148feec394884c202080b016a3e70ce3570f92d37a45"
+PROTOCOL_PLAN_SHA256 = "b194907b67ced8eebb267cb49ffcb9b22e54a7085c191fca64434b00d09026d2"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Each refreeze and its
 reason: issue 15 (plugin API 1.0) added `api_version = "1.0"` to every built-in plugin, so
-their module files changed. Issue 14 items 3 and 11 added the response size bound
+their module files changed; then the built-in measures declared their tables (`tables`, which
+the core checks their output against), so their module files changed again. Issue 14 items 3
+and 11 added the response size bound
 (`parameters.max_response_bytes`) and every plugin's code (`plugins[].code_sha256`, built-in
 plugins by their module file, so an edit of `fragbench/builtin/openai_backend.py` is a new plan
 too). Before that it was unchanged since commit bce0559: adding the second provider and the

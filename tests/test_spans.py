@@ -356,7 +356,7 @@ def test_sentence_groups_gives_the_tables_it_gave_before_spans() -> None:
         "conditions_supplied"].list.len().to_list()
 
 
-PROTOCOL_PLAN_SHA256 = "ff902f560e43ecf65a6b148feec394884c202080b016a3e70ce3570f92d37a45"
+PROTOCOL_PLAN_SHA256 = "b194907b67ced8eebb267cb49ffcb9b22e54a7085c191fca64434b00d09026d2"
 """Refrozen for issue 14 (response bound and plugin code hashes: see test_contracts.py)."""
 
 

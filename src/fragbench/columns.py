@@ -26,3 +26,15 @@ CALL_COLUMNS = {
     "mode": "retrieval or full",
     "rep": "repetition",
 }
+
+# Column types as a measure declares them (`Measure.tables`): the names
+# `fragbench.measure_tables.type_name` gives Polars types, as strings, so that a plugin module
+# imports no Polars when fragbench starts.
+MONEY_DTYPE = f"Decimal({MONEY_PRECISION}, {MONEY_SCALE})"
+"""The one type of every money column (a name ending in `_usd`), as a measure declares it."""
+IDS = "List(String)"
+"""A list of fact IDs (or of short codes): space-joined in an exported CSV."""
+KEY_COLUMNS = ("case", "lang")
+"""Every measure table keys its rows by at least these (no global score: test kit)."""
+PASSAGE_TYPES = {"case": "String", "lang": "String", "variant": "String"}
+CALL_TYPES = {"call_id": "String", **PASSAGE_TYPES, "mode": "String", "rep": "Int32"}

@@ -5,9 +5,9 @@ is current and that every table written has exactly the documented columns, each
 documented Polars type (tests/test_tables_doc.py reads the page itself, so a hand edit that
 drifts from the files fails too).
 
-The meanings live beside the code that computes each table; the types are declared here, one
-mapping per table, because most writers build their columns by expressions rather than from a
-declared schema (calls.parquet is the exception: its types come from `CALLS_SCHEMA`).
+The meanings live beside the code that computes each table. A measure's types are what the
+measure declares (`Measure.tables`, checked whenever its tables are written); the recorded
+tables' types are declared here (calls.parquet's come from `CALLS_SCHEMA`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,21 @@ from typing import Any
 
 import polars as pl
 
-from fragbench.builtin.availability import AVAILABILITY_SCHEMA, CALL_AVAILABILITY_SCHEMA
-from fragbench.builtin.citations import CITATIONS_SCHEMA, PER_CALL_SCHEMA
-from fragbench.builtin.completeness import COMPLETENESS_SCHEMA, USAGE_SCHEMA
+from fragbench.builtin.availability import (
+    AVAILABILITY_SCHEMA,
+    CALL_AVAILABILITY_SCHEMA,
+    Availability,
+)
+from fragbench.builtin.citations import CITATIONS_SCHEMA, PER_CALL_SCHEMA, Citations
+from fragbench.builtin.completeness import (
+    COMPLETENESS_SCHEMA,
+    USAGE_SCHEMA,
+    Completeness,
+    UsageMeasure,
+)
+from fragbench.measure_tables import type_name
 from fragbench.retrieval import RETRIEVAL_SCHEMA
-from fragbench.series import CALLS_SCHEMA, MONEY
+from fragbench.series import CALLS_SCHEMA
 
 FACTS_SCHEMA = {
     "case": "case ID",
@@ -55,15 +65,11 @@ TABLES: list[tuple[str, str, dict[str, str]]] = [
 IDS = pl.List(pl.String)
 """A list of fact IDs (or of short codes): space-joined in an exported CSV."""
 PASSAGE_TYPES: dict[str, Any] = {"case": pl.String, "lang": pl.String, "variant": pl.String}
-CALL_TYPES: dict[str, Any] = {"call_id": pl.String, **PASSAGE_TYPES, "mode": pl.String,
-                              "rep": pl.Int32}
-SPLIT_TYPES: dict[str, Any] = {
-    "supplied_ids": IDS, "conditions": IDS, "conditions_supplied": IDS, "conditions_cut": IDS,
-    "conditions_missing": IDS, "n_conditions_supplied": pl.Int32, "n_conditions_cut": pl.Int32,
-    "n_conditions": pl.Int32, "others_supplied": IDS,
-}
-TOKENS: dict[str, Any] = {name: pl.Int64 for name in (
-    "input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens")}
+
+MEASURE_TYPES: dict[str, dict[str, str]] = {
+    **Availability.tables, **Citations.tables, **Completeness.tables, **UsageMeasure.tables}
+"""The built-in measures' tables, as each measure declares them (`Measure.tables`): the one
+source, read by the core when it checks what a measure returns and by this page."""
 
 TYPES: dict[str, dict[str, Any]] = {
     "facts": {"case": pl.String, "lang": pl.String, "fact_id": pl.String, "text": pl.String,
@@ -75,40 +81,11 @@ TYPES: dict[str, dict[str, Any]] = {
                   "start": pl.Int32, "end": pl.Int32, "n_terms": pl.Int64,
                   "matched_terms": IDS},
     "calls": {name: dtype for name, (dtype, _) in CALLS_SCHEMA.items()},
-    "availability": {**PASSAGE_TYPES, "mode": pl.String, "chunk_size": pl.Int32,
-                     "top_k": pl.Int32, "main_setting": pl.Boolean, **SPLIT_TYPES},
-    "call_availability": {**CALL_TYPES, "status": pl.String, **SPLIT_TYPES},
-    "citations": {**CALL_TYPES, "citation": pl.Int32, "id": pl.String, "extract": pl.String,
-                  "valid": pl.Boolean, "reason": pl.String, "valid_folded": pl.Boolean,
-                  "reason_folded": pl.String},
-    "citations_per_call": {**CALL_TYPES, "parsed": pl.Boolean, "n_citations": pl.Int32,
-                           "n_valid": pl.Int32, "n_invalid": pl.Int32, "valid_ids": IDS,
-                           "conditions_cited_validly": IDS,
-                           "supplied_conditions_not_cited": IDS,
-                           "supplied_conditions_not_cited_validly": IDS,
-                           "n_valid_folded": pl.Int32},
-    "completeness": {**CALL_TYPES, "status": pl.String, "stop_reason": pl.String,
-                     "answered": pl.Boolean, "parsed": pl.Boolean, "refused": pl.Boolean,
-                     "incomplete_reason": pl.String, "error": pl.String},
-    "usage": {**PASSAGE_TYPES, "mode": pl.String, "calls_planned": pl.Int32,
-              "calls_sent": pl.Int32, **TOKENS, "cost_usd": MONEY,
-              "calls_cost_unknown": pl.Int32, "counted_usd": MONEY},
+    **MEASURE_TYPES,
 }
-"""Table -> column -> the Polars type its writer gives it (tests/test_tables_doc.py checks them
-against the files of a baseline, a model, and an empty series)."""
-
-
-def type_name(dtype: Any) -> str:
-    """A Polars type as the page writes it: `String`, `List(String)`, `Decimal(38, 18)`,
-    `List(Struct(id: String, extract: String))`; the same for a declared and a read type."""
-    if isinstance(dtype, pl.Decimal):
-        return f"Decimal({dtype.precision}, {dtype.scale})"
-    if isinstance(dtype, pl.List):
-        return f"List({type_name(dtype.inner)})"
-    if isinstance(dtype, pl.Struct):
-        return "Struct(" + ", ".join(f"{f.name}: {type_name(f.dtype)}"
-                                     for f in dtype.fields) + ")"
-    return str(dtype)
+"""Table -> column -> the Polars type its writer gives it, or for a measure's table its name as
+the measure declares it (tests/test_tables_doc.py checks them against the files of a baseline,
+a model, and an empty series)."""
 
 
 INTRO = """# Tables of a series

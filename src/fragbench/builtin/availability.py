@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fragbench.columns import CALL_COLUMNS, PASSAGE_COLUMNS
+from fragbench.columns import CALL_COLUMNS, CALL_TYPES, IDS, PASSAGE_COLUMNS, PASSAGE_TYPES
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
 
@@ -61,6 +61,19 @@ CALL_AVAILABILITY_SCHEMA = {
     "status": "the call's status (not_sent calls were planned, never given anything)",
     **SPLIT_SCHEMA,
 }
+
+SPLIT_TYPES = {
+    "supplied_ids": IDS, "conditions": IDS, "conditions_supplied": IDS, "conditions_cut": IDS,
+    "conditions_missing": IDS, "n_conditions_supplied": "Int32", "n_conditions_cut": "Int32",
+    "n_conditions": "Int32", "others_supplied": IDS,
+}
+TABLES = {
+    "availability": {**PASSAGE_TYPES, "mode": "String", "chunk_size": "Int32", "top_k": "Int32",
+                     "main_setting": "Boolean", **SPLIT_TYPES},
+    "call_availability": {**CALL_TYPES, "status": "String", **SPLIT_TYPES},
+}
+"""The tables `availability` writes (call_availability only for a collected series), each
+column's type as `Measure.tables` declares it; the meanings are in the *_SCHEMA dicts."""
 
 
 def split_supplied(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
@@ -175,6 +188,7 @@ class Availability:
     name = "availability"
     api_version = "1.0"
     kind = "primary"
+    tables = TABLES
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         r = data.retrieval

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fragbench.columns import CALL_COLUMNS
+from fragbench.columns import CALL_COLUMNS, CALL_TYPES, IDS
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
 
@@ -69,6 +69,20 @@ PER_CALL_SCHEMA = {
     "supplied_conditions_not_cited_validly": "supplied condition IDs with no valid citation",
     "n_valid_folded": "citations valid at the typographic level",
 }
+
+TABLES = {
+    "citations": {**CALL_TYPES, "citation": "Int32", "id": "String", "extract": "String",
+                  "valid": "Boolean", "reason": "String", "valid_folded": "Boolean",
+                  "reason_folded": "String"},
+    "citations_per_call": {**CALL_TYPES, "parsed": "Boolean", "n_citations": "Int32",
+                           "n_valid": "Int32", "n_invalid": "Int32", "valid_ids": IDS,
+                           "conditions_cited_validly": IDS,
+                           "supplied_conditions_not_cited": IDS,
+                           "supplied_conditions_not_cited_validly": IDS,
+                           "n_valid_folded": "Int32"},
+}
+"""The tables `citations` writes (none for a series never collected), each column's type as
+`Measure.tables` declares it."""
 
 
 def fold(expr: pl.Expr) -> pl.Expr:
@@ -143,6 +157,7 @@ class Citations:
     name = "citations"
     api_version = "1.0"
     kind = "primary"
+    tables = TABLES
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:

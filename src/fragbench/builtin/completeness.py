@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fragbench.columns import ANSWERED, CALL_COLUMNS, MONEY_TYPE, PASSAGE_COLUMNS
+from fragbench.columns import (
+    ANSWERED,
+    CALL_COLUMNS,
+    CALL_TYPES,
+    MONEY_DTYPE,
+    MONEY_TYPE,
+    PASSAGE_COLUMNS,
+    PASSAGE_TYPES,
+)
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
 
@@ -45,6 +53,22 @@ USAGE_SCHEMA = {
 }
 
 
+TOKENS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
+          "reasoning_tokens")
+COMPLETENESS_TABLES = {
+    "completeness": {**CALL_TYPES, "status": "String", "stop_reason": "String",
+                     "answered": "Boolean", "parsed": "Boolean", "refused": "Boolean",
+                     "incomplete_reason": "String", "error": "String"},
+}
+USAGE_TABLES = {
+    "usage": {**PASSAGE_TYPES, "mode": "String", "calls_planned": "Int32", "calls_sent": "Int32",
+              **dict.fromkeys(TOKENS, "Int64"), "cost_usd": MONEY_DTYPE,
+              "calls_cost_unknown": "Int32", "counted_usd": MONEY_DTYPE},
+}
+"""The tables each measure writes (none for a series never collected), each column's type as
+`Measure.tables` declares it."""
+
+
 def _known_sum(column: str) -> pl.Expr:
     return pl.when(pl.col(column).is_not_null().any()).then(pl.col(column).sum()).alias(column)
 
@@ -53,6 +77,7 @@ class Completeness:
     name = "completeness"
     api_version = "1.0"
     kind = "primary"
+    tables = COMPLETENESS_TABLES
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:
@@ -71,6 +96,7 @@ class UsageMeasure:
     name = "usage"
     api_version = "1.0"
     kind = "primary"
+    tables = USAGE_TABLES
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:
@@ -78,15 +104,13 @@ class UsageMeasure:
         from fragbench.series import MONEY as money
 
         sent = pl.col("status") != "not_sent"
-        tokens = ["input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
-                  "reasoning_tokens"]
         table = (
             data.calls.group_by(CELL, maintain_order=True)
             .agg(
                 pl.len().cast(pl.Int32).alias("calls_planned"),
                 sent.sum().cast(pl.Int32).alias("calls_sent"),
                 # A sum over nothing known is unknown (null), never zero.
-                *[_known_sum(t) for t in tokens],
+                *[_known_sum(t) for t in TOKENS],
                 # Summed as exact decimals (same scale, no rounding); the cast pins the
                 # documented type whatever precision a Polars version gives a sum.
                 *[_known_sum(m).cast(money) for m in ("cost_usd", "counted_usd")],

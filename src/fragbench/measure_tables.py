@@ -1,0 +1,127 @@
+"""What a measure promises about its tables, checked the same way by `fragbench measure` and
+`fragbench run` (before anything is written), by `fragbench export`, and by the test kit's
+`check_measure`.
+
+A measure declares its tables as a class attribute, `tables`: table name -> column -> Polars
+type, written as `type_name` writes it (`"String"`, `"Int32"`, `"List(String)"`,
+`"Decimal(38, 18)"`). Strings, not Polars types, so that a plugin module imports no Polars when
+fragbench starts. The promises:
+
+- every table it returns is declared (a declared table may be absent: `citations` writes none
+  for a series that was never collected);
+- a table has exactly the declared columns, in the declared order, each of the declared type;
+- money (any column whose name ends in `_usd`) is `Decimal(38, 18)`, exact, in the declaration
+  as in the frame: a float sum drifts where the journal is exact.
+
+Each problem is (promise, detail): the promise in words the kit and the CLI share, and the
+detail naming the table, the column, the type found and the type promised.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from fragbench.columns import MONEY_DTYPE
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    from fragbench.lazy import polars as pl
+
+TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""A table's name: also its file name (`<name>.parquet`), so no path separator and no dot first."""
+COLUMN_NAME = re.compile(r"\S(?:.{0,126}\S)?", re.DOTALL)
+DOCS = "docs/writing-a-measure.md"
+
+DECLARES_TABLES = "declares its tables"
+RETURNS_TABLES = "returns a dict of table name -> Polars DataFrame"
+ONLY_DECLARED = "returns only the tables it declares"
+EXACT_MONEY = "writes money as exact decimals"
+AS_DECLARED = "gives each table the columns and types it declares"
+
+Problem = tuple[str, str]
+"""(the promise broken, what was found)."""
+
+
+def type_name(dtype: Any) -> str:
+    """A Polars type as docs/tables.md and `Measure.tables` write it: `String`,
+    `List(String)`, `Decimal(38, 18)`, `List(Struct(id: String, extract: String))`; the same
+    for a declared and a read type. A string (a measure's declaration) is returned as is."""
+    if isinstance(dtype, str):
+        return dtype
+    if isinstance(dtype, pl.Decimal):
+        return f"Decimal({dtype.precision}, {dtype.scale})"
+    if isinstance(dtype, pl.List):
+        return f"List({type_name(dtype.inner)})"
+    if isinstance(dtype, pl.Struct):
+        return "Struct(" + ", ".join(f"{f.name}: {type_name(f.dtype)}"
+                                     for f in dtype.fields) + ")"
+    return str(dtype)
+
+
+def is_money(column: str) -> bool:
+    return column.endswith("_usd")
+
+
+def declaration_problem(measure: Any) -> Problem | None:
+    """Why the measure's `tables` attribute is not a usable declaration, or None."""
+    tables = getattr(measure, "tables", None)
+    example = ('add `tables = {"my_table": {"case": "String", "lang": "String", ...}}` to the '
+               f"measure: each table's columns and their Polars types ({DOCS})")
+    if tables is None:
+        return DECLARES_TABLES, f"declares no tables; {example}"
+    if not isinstance(tables, dict) or not all(
+            isinstance(t, str) and isinstance(cols, dict)
+            and all(isinstance(c, str) and isinstance(k, str) for c, k in cols.items())
+            for t, cols in tables.items()):
+        return DECLARES_TABLES, (f"declares tables {type(tables).__name__} that is not a dict "
+                                 f"of table name -> {{column: type name}}; {example}")
+    for table, columns in tables.items():
+        if not TABLE_NAME.fullmatch(table):
+            return DECLARES_TABLES, (f"declares a table {table!r}; a table name is 1 to 64 "
+                                     "letters, digits, '_', '.' or '-', starting with a letter "
+                                     "or digit")
+        if not columns:
+            return DECLARES_TABLES, f"declares table {table} with no column"
+        for column, dtype in columns.items():
+            if not COLUMN_NAME.fullmatch(column):
+                return DECLARES_TABLES, f"declares table {table} with a column {column!r}"
+            if is_money(column) and dtype != MONEY_DTYPE:
+                return EXACT_MONEY, (f"table {table}: money column {column} is declared {dtype}, "
+                                     f"not {MONEY_DTYPE}: every *_usd column is an exact "
+                                     f"decimal ({DOCS})")
+    return None
+
+
+def table_problem(measure: Any, table: str, frame: pl.DataFrame) -> Problem | None:
+    """Why the frame the measure returned as `table` breaks its declaration, or None. The
+    declaration must be usable (`declaration_problem`), and `frame` a DataFrame."""
+    declared: dict[str, dict[str, str]] = measure.tables
+    if table not in declared:
+        known = ", ".join(declared) or "none"
+        return ONLY_DECLARED, (f"returns a table {table!r} it does not declare (it declares: "
+                               f"{known}); add it to the measure's `tables` ({DOCS})")
+    promised = declared[table]
+    found = {column: type_name(dtype) for column, dtype in frame.schema.items()}
+    for column, dtype in found.items():
+        if is_money(column) and dtype != MONEY_DTYPE:
+            return EXACT_MONEY, (f"table {table}: money column {column} is {dtype}, promised "
+                                 f"{MONEY_DTYPE} (exact; build it from Decimal values, never a "
+                                 f"float; {DOCS})")
+    for column, dtype in promised.items():
+        if column not in found:
+            return AS_DECLARED, (f"table {table}: column {column} is missing, promised {dtype} "
+                                 f"({DOCS})")
+        if found[column] != dtype:
+            return AS_DECLARED, (f"table {table}: column {column} is {found[column]}, promised "
+                                 f"{dtype}; cast it, or declare what it is ({DOCS})")
+    for column, dtype in found.items():
+        if column not in promised:
+            return AS_DECLARED, (f"table {table}: column {column} ({dtype}) is not declared; "
+                                 f"declare it or leave it out ({DOCS})")
+    if list(found) != list(promised):
+        return AS_DECLARED, (f"table {table}: columns in the order {', '.join(found)}, promised "
+                             f"{', '.join(promised)}; select them in the declared order "
+                             f"({DOCS})")
+    return None
