@@ -462,6 +462,26 @@ def plugins(
 
 
 @app.command()
+def new(
+    kind: Annotated[str, typer.Argument(help="chunker, scorer, measure or backend.")],
+    name: Annotated[str, typer.Argument(
+        help="The name the plugin registers: lowercase letters, digits and hyphens "
+             "(the package is fragbench-NAME).")],
+    folder: Annotated[Path, typer.Option(
+        "--dir", help="An existing folder to write fragbench-NAME into.")] = Path("."),
+) -> None:
+    """Write a plugin package to start from: pyproject.toml (the entry point), the plugin,
+    tests using the test kit, and a README saying what to edit next. It installs and passes
+    its tests as written. Nothing is half-written, and an existing folder is never touched."""
+    from fragbench.scaffold import new_plugin
+
+    target = new_plugin(kind, name, folder)
+    say(f"{kind} plugin {name!r} written to {target}")
+    say(f"next: {target / 'README.md'} says how to install it, run its tests and what to "
+        "edit")
+
+
+@app.command()
 def export(
     series_dir: Annotated[Path, typer.Argument(help="A recorded series folder.")],
     fmt: Annotated[str, typer.Option(

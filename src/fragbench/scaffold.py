@@ -1,0 +1,153 @@
+"""`fragbench new KIND NAME`: a plugin package to start from, that installs and passes its own
+tests as written.
+
+What a user can rely on:
+- KIND is `chunker`, `scorer`, `measure` or `backend`; NAME is the name the plugin registers
+  (`fragbench plugins` lists it): lowercase ASCII letters, digits and single hyphens, starting
+  with a letter, at most 40 characters, not starting with `fragbench` (the package already
+  says it). The package is `fragbench-NAME`, its module `fragbench_NAME` (hyphens as
+  underscores).
+- The package folder `DIR/fragbench-NAME` is made in DIR (an existing folder, by default the
+  current one) and holds `pyproject.toml` (hatchling build, the `fragbench` entry point),
+  `src/fragbench_NAME/__init__.py` (the plugin, light at import, declaring the plugin API it
+  is written for), `tests/test_NAME.py` (the test kit's check for that kind) and a README
+  saying what to edit next.
+- Nothing is half-written: every file is rendered first, then written into a hidden folder in
+  DIR, which is renamed to `fragbench-NAME` only when complete (removed on any failure). An
+  existing `fragbench-NAME` is refused and left as it is.
+- The templates are in `fragbench/templates/new/` (shipped in the wheel): `common/` for the
+  files every kind has, one folder per kind for the plugin module and its test.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from fragbench.api import API_VERSION
+from fragbench.errors import FragbenchError, UsageError
+
+TEMPLATES = Path(__file__).parent / "templates" / "new"
+KINDS = ("chunker", "scorer", "measure", "backend")
+NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+MAX_NAME = 40
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+
+DEPENDENCIES = {"backend": ("openai",)}
+"""What a kind's template imports beyond fragbench (Polars comes with fragbench)."""
+
+EDIT_NEXT = {
+    "chunker": (
+        "The chunker groups whole sentences, `size` at a time. Change `chunk` to your rule; "
+        "the kit's `check_chunker` checks the columns, the order and that every sentence is "
+        "in exactly one chunk (declare `overlap = True` if chunks share sentences, "
+        "`output = \"spans\"` to return character offsets: docs/plugins.md, \"Chunkers: "
+        "sentences or spans\")."),
+    "scorer": (
+        "The scorer counts the question's distinct words a chunk holds. Change `score` to "
+        "your rule; the kit's `check_scorer` checks that every chunk comes back once, "
+        "unchanged, with a finite score that is the same to the bit whether scored alone or "
+        "with the others."),
+    "measure": (
+        "The measure counts each case's calls and what they cost. Change `compute` to your "
+        "measure and `tables` to the tables and columns it returns (Polars types written as "
+        "text: \"String\", \"Int32\", \"Decimal(38, 18)\" for money); the kit's "
+        "`check_measure` checks the tables against that declaration, money as exact decimals, "
+        "and the same output twice. A primary measure is pre-registered: an experiment lists "
+        "it in its config's `measures` and freezes its plan again."),
+    "backend": (
+        "The backend speaks the Chat Completions API through the openai SDK, on fragbench's "
+        "transport. Set `DEFAULT_URL`, read the usage your provider reports, and keep "
+        "`max_retries=0` and `no_redirects`; the test runs the kit's whole fault suite "
+        "(`check_backend` against the `chat_server` fixture). docs/adding-a-backend.md "
+        "explains every line, and how to give an experiment a `[backends.NAME]` table with "
+        "its pricing."),
+}
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot name a plugin package, in words that follow it; None when it can."""
+    if len(name) > MAX_NAME:
+        return f"is longer than {MAX_NAME} characters"
+    if not NAME.fullmatch(name):
+        return ("is not lowercase ASCII letters, digits and single hyphens starting with a "
+                "letter (such as `my-chunker`)")
+    if name.startswith("fragbench"):
+        return "starts with `fragbench`: the package is already called fragbench-NAME"
+    return None
+
+
+def values(kind: str, name: str) -> dict[str, str]:
+    """What the templates' `{{placeholders}}` become for this plugin."""
+    from fragbench import __version__
+
+    entry = name.replace("-", "_")
+    dependencies = [f"fragbench>={__version__}" if __version__ != "unknown" else "fragbench",
+                    *DEPENDENCIES.get(kind, ())]
+    return {
+        "kind": kind,
+        "name": name,
+        "dist": f"fragbench-{name}",
+        "module": f"fragbench_{entry}",
+        "entry": entry,
+        "cls": "".join(part.capitalize() for part in name.split("-")),
+        "env": entry.upper(),
+        "api_version": API_VERSION,
+        "dependencies": ", ".join(f'"{d}"' for d in dependencies),
+        "edit_next": EDIT_NEXT[kind],
+    }
+
+
+def render(kind: str, name: str) -> dict[str, str]:
+    """The package's files, path relative to its folder -> text."""
+    given = values(kind, name)
+    sources = {
+        "pyproject.toml": TEMPLATES / "common" / "pyproject.toml.tmpl",
+        "README.md": TEMPLATES / "common" / "README.md.tmpl",
+        f"src/{given['module']}/__init__.py": TEMPLATES / kind / "plugin.py.tmpl",
+        f"tests/test_{given['entry']}.py": TEMPLATES / kind / "test.py.tmpl",
+    }
+    files = {}
+    for path, source in sources.items():
+        text = source.read_text(encoding="utf-8")
+        # A placeholder the code does not know is a bug in the templates: KeyError, traceback.
+        files[path] = _PLACEHOLDER.sub(lambda m: given[m.group(1)], text)
+    return files
+
+
+def new_plugin(kind: str, name: str, parent: Path) -> Path:
+    """Write the `kind` plugin package `fragbench-NAME` into `parent`; returns its folder.
+    UsageError for an unknown kind, a bad name or a `parent` that is no folder;
+    FragbenchError (refused) when the package folder already exists."""
+    if kind not in KINDS:
+        raise UsageError(f"no plugin kind {kind!r}; `fragbench new` makes a "
+                         f"{', '.join(KINDS[:-1])} or {KINDS[-1]}.")
+    problem = name_problem(name)
+    if problem is not None:
+        raise UsageError(f"plugin name {name!r} {problem}; choose another.")
+    if not parent.is_dir():
+        raise UsageError(f"--dir {parent}: no such folder; make it first, or name an existing "
+                         "one.")
+    target = parent / f"fragbench-{name}"
+    if target.exists() or target.is_symlink():
+        raise FragbenchError(f"{target} already exists; it is left as it is: remove it, or "
+                             "choose another name or --dir.")
+    files = render(kind, name)
+    scratch = Path(tempfile.mkdtemp(prefix=f".fragbench-new-{name}-", dir=parent))
+    try:
+        # Made inside the scratch folder, so that it gets the umask's permissions (mkdtemp's
+        # own folder is private), then renamed into place whole.
+        package = scratch / target.name
+        for path, text in files.items():
+            file = package / path
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(text, encoding="utf-8")
+        if target.exists() or target.is_symlink():  # made meanwhile: never replaced
+            raise FragbenchError(f"{target} already exists; it is left as it is: remove it, "
+                                 "or choose another name or --dir.")
+        package.rename(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
