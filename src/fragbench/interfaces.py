@@ -2,6 +2,12 @@
 
 Chunkers, scorers and measures work on whole Polars frames (many passages, many questions at
 once): one Python call per chunk would not survive a corpus of millions of sentences.
+
+The protocols (`Chunker`, `Scorer`, `Backend` with its `Session`, `Measure`) say what the core
+calls and what it passes; the records (`Request`, `Reply`, `Usage`, `BackendFailure`,
+`Contract`, `MeasureInput`) are what flows through those calls. Every registered object also
+declares the plugin API it is written for, `api_version = "1.0"` (`fragbench.api`). The same
+names are importable from `fragbench.api`, the plugin API's one import.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ CHUNK_COLUMNS: dict[str, tuple[str, ...]] = {
 """What a sentence chunker returns: column -> the dtypes accepted (checked, naming the plugin)."""
 
 INTEGER_DTYPES = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64")
+"""The integer dtypes a chunker may use for `chunk`, `start` and `end` (as Polars names them)."""
 
 SPAN_COLUMNS: dict[str, tuple[str, ...]] = {
     "case": ("String",),
@@ -43,10 +50,16 @@ CHUNK_OUTPUTS = ("sentences", "spans")
 
 SCORE_DTYPES = ("Float64", "Float32", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16",
                 "UInt32", "UInt64")
+"""The dtypes a scorer's `score` column may have; the core casts it to Float64."""
 
 
 def check_frame(frame: Any, columns: dict[str, tuple[str, ...]], who: str, what: str) -> None:
-    """Refuse a plugin's output that breaks its documented columns, naming the plugin."""
+    """Refuse a plugin's output that breaks its documented columns, naming the plugin.
+
+    `frame` must be a Polars DataFrame holding every column of `columns` (column -> the
+    dtypes accepted, as Polars writes them); extra columns are allowed. Raises
+    `fragbench.errors.PluginError` (one line: `who`, what is wrong, then `what`, the contract
+    in words) otherwise."""
     from fragbench.errors import PluginError
 
     if not isinstance(frame, pl.DataFrame):
@@ -76,6 +89,7 @@ class Chunker(Protocol):
     """
 
     name: str
+    """The name configs use (`chunker = "..."`): unique among chunkers, whoever registers it."""
 
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
         """Cut every passage into chunks.
@@ -99,29 +113,75 @@ class Chunker(Protocol):
 
 @runtime_checkable
 class Scorer(Protocol):
+    """Scores every chunk of every passage against its passage's question, all at once.
+
+    The core ranks each passage's chunks by score and selects the top-k (ties to the chunk
+    that comes first in the passage, `fragbench.retrieval`), so every scorer gets the same
+    selection rule.
+
+    **Exactness: scores are batch-consistent to the bit.** The same chunk, scored in any batch
+    (alone, with its passage only, with the whole corpus at several chunk sizes) and with the
+    rows in any order, must get the identical float. The core compares scores after rounding
+    them to 12 decimals, and a last-bit difference can fall on either side of a rounding and
+    flip a selection or a tie; the test kit (`fragbench.testing.check_scorer`) scores each
+    passage alone and the rows reversed, and compares exactly. To meet it:
+
+    - compute each chunk's score from that chunk's own row and its own passage's and
+      question's rows only: per-passage quantities with window expressions,
+      `pl.col(...).max().over("case", "lang", "variant", "chunk_size")`, never a sum, maximum
+      or statistic over the whole frame (it changes with what else is in the batch);
+    - avoid a summation whose order depends on the row order (a `sum().over(...)` after
+      a shuffle can differ in the last bit): sort first, or sum integers (term counts) and
+      divide once;
+    - never divide by something that can be 0 (0/0 is NaN, x/0 is inf: a passage where no
+      chunk holds a term of the question, a question with no term once stopwords are
+      dropped): test the divisor and give such chunks 0.0. Scores must be finite numbers.
+    """
+
     name: str
+    """The name configs use (`scorer = "..."`): unique among scorers, whoever registers it."""
 
     def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
-        """Return `chunks` with a Float64 `score` column (higher is better), rows in any order.
+        """Return `chunks`, every row once with its columns unchanged, plus a numeric `score`
+        column (Float64 best; any of SCORE_DTYPES, cast to Float64; higher is better), rows in
+        any order. Extra columns (diagnostics) are kept in the retrieval table.
 
-        `questions` has case, lang, question; a chunk is scored against the question of its
-        (case, lang). Extra diagnostic columns are kept in the retrieval table.
+        `chunks` has one row per chunk of every passage at every chunk size of the experiment
+        (several sizes in one call: tell them apart by `chunk_size`), with the columns the core
+        derives for either kind of chunker: case, lang, variant (the passage), chunk (0-based,
+        passage order), fact_ids, whole_fact_ids, cut_fact_ids (lists of fact IDs), text (the
+        chunk's text: what to score), start, end (a span chunker's character offsets; null for
+        a sentence chunker), and chunk_size (Int32, the size asked of the chunker); a sentence
+        chunker's own extra columns come along too. More columns may come in later versions:
+        select the ones you use.
+
+        `questions` has one row per passage language: case, lang, question. A chunk is scored
+        against the question of its (case, lang), whatever its variant and chunk size.
+
+        The score must be batch-consistent to the bit (see the class's docstring).
         """
         ...
 
 
 @attrs.frozen
 class Request:
-    """One planned call, as every backend receives it."""
+    """One planned call, as every backend receives it (`Session.send`): everything the
+    request's body holds comes from here and the backend's config parameters."""
 
     call_id: str
+    """The call's ID in the frozen plan's schedule (unique within a series)."""
     lang: str
+    """The language code of the passage and question (`en`, `fr`, ...)."""
     instructions: str
+    """The system instructions (the protocol's, in the call's language)."""
     input: str
     """The user input text: source name, question and the supplied sentences with their IDs."""
     schema_name: str
+    """The name of the structured-output JSON schema (for APIs that name it)."""
     schema: dict[str, Any]
+    """The JSON schema the answer must follow (structured output); send it as the API wants."""
     question: str
+    """The question alone (also inside `input`), for a backend that needs it apart."""
     supplied: tuple[tuple[str, str], ...]
     """(fact ID, text shown) pairs in the order they are shown: the fact's sentence, or under a
     span chunker the characters of it that the selected chunk holds (a cut fact's fragment)."""
@@ -131,7 +191,8 @@ SNAPSHOT = r"-\d{4}-\d{2}-\d{2}"
 """A dated snapshot's suffix as OpenAI writes it (`gpt-6-astra-2026-09-30`): the default."""
 
 COST_FIELDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens")
-"""The usage fields the cost formula reads (fragbench.budget.cost)."""
+"""The usage fields the cost formula reads (fragbench.budget.cost): the only names allowed in
+`Contract.usage_fields`, which must include input_tokens and output_tokens."""
 
 
 @attrs.frozen
@@ -146,26 +207,40 @@ class Usage:
     """
 
     input_tokens: int | None
+    """Every input token of the request, cached and cache-write tokens included."""
     cached_tokens: int | None
+    """Input tokens read from the provider's cache (a part of input_tokens)."""
     cache_write_tokens: int | None
+    """Input tokens written to the provider's cache (a part of input_tokens)."""
     output_tokens: int | None
+    """Every output token billed, reasoning (thinking) tokens included."""
     reasoning_tokens: int | None
+    """Reasoning tokens (a part of output_tokens), shown apart; not priced separately."""
 
 
 @attrs.frozen
 class Reply:
-    """A response body that arrived and parsed as the provider's response object."""
+    """A response body that arrived and parsed as the provider's response object: what
+    `Session.send` returns. Every string taken from the body is cleaned of lone surrogates
+    (`fragbench.transport.text_or_none`); a field the body lacks is None, never guessed."""
 
     status: str
     """The provider's status: completed, incomplete, failed, cancelled, queued, in_progress."""
     model: str | None
+    """The model the response names (checked against `Contract.model` and its snapshots)."""
     service_tier: str | None
+    """The service tier the response names (checked against `Contract.service_tier`)."""
     request_id: str | None
+    """The provider's request ID (from the response's header), or None: for support."""
     usage: Usage | None
+    """The token counts reported; None when the body carries no usage (the cost is then
+    unknown and the series stops)."""
     text: str | None
     """The answer text (for structured output, the JSON text)."""
     refusal: str | None = None
+    """The model's refusal message, where the API reports one apart from the text."""
     incomplete_reason: str | None = None
+    """Why an `incomplete` response stopped (e.g. `max_output_tokens`), as the API says it."""
     error: str | None = None
     """The provider's own error message for a failed status."""
     raw: str | None = None
@@ -175,10 +250,24 @@ class Reply:
 class BackendFailure(Exception):
     """A technical failure: no usable response. The message must never hold a key or header.
 
-    `never_sent=True` only where the request provably never left the machine (the connection
-    was refused, the URL scheme is unsupported): the collector then releases the call's
-    reservation. Anywhere else the server may have received and billed the request, and the
-    reservation stays counted.
+    Raised by `Session.send`; the collector records it (the call's `failure`, `http_status`,
+    `error`, `request_id`, `raw` and `never_sent` in the journal and calls.parquet) and stops
+    the series. `BackendFailure(kind, message, *, http_status=None, raw=None,
+    request_id=None, never_sent=False)`:
+
+    - `kind`: one word for what failed, as the built-in sessions say it: `timeout`,
+      `connection`, `http_error`, `doubtful_response`, `too_large`, `bad_encoding`,
+      `bad_body`, `repeated_key`, `bad_response`, `second_request`
+      (`fragbench.transport.SDKSession` says what each means); a backend may use its own;
+    - `message`: one sentence for the user, saying whether the server may have billed it;
+    - `http_status`: the response's HTTP status, where one came back;
+    - `raw`: the response body as received (never a header), where one came back;
+    - `request_id`: the provider's request ID, where known;
+    - `never_sent=True` only where the request provably never left the machine (the
+      connection was refused, the URL scheme is unsupported): the collector then releases the
+      call's reservation. Anywhere else the server may have received and billed the request,
+      and the reservation stays counted. `fragbench.transport.connection_failure` builds the
+      right one from an SDK's connection error.
     """
 
     def __init__(self, kind: str, message: str, *, http_status: int | None = None,
@@ -186,19 +275,26 @@ class BackendFailure(Exception):
                  never_sent: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
+        """What failed, in one word (`timeout`, `connection`, `http_error`, ...)."""
         self.message = message
+        """One sentence for the user; never a key or header."""
         self.http_status = http_status
+        """The response's HTTP status, or None when no response came back."""
         self.raw = raw
+        """The response body as received, or None; never a header."""
         self.request_id = request_id
+        """The provider's request ID, or None."""
         self.never_sent = never_sent
+        """True only where the request provably never left the machine (nothing billed)."""
 
 
 class Session(Protocol):
-    """One series' connection to a backend.
+    """One series' connection to a backend: what `Backend.open` returns.
 
-    Optional attributes the core uses when a session has them (a session built on
-    `fragbench.transport.SDKSession` has all three, so an outside backend on it gets them
-    without extra work):
+    The core reads `endpoint`, calls `send` once per planned call, in schedule order, one at a
+    time, and `close` once at the end. Optional attributes the core uses when a session has
+    them (a session built on `fragbench.transport.SDKSession` has all three, so an outside
+    backend on it gets them without extra work):
 
     - `on_body: Callable[[str, int], None] | None`: set by the collector before each call;
       called with (the body as received, escaped where it is not valid UTF-8; the HTTP
@@ -213,13 +309,24 @@ class Session(Protocol):
     """
 
     endpoint: str
-    """Where requests go (a base URL, or a description for offline backends)."""
+    """Where requests go (a base URL, or a description for offline backends), recorded in
+    series.json and printed in the pre-run line: never a key, user-info or query
+    (`fragbench.transport.public_url` gives the form that may be recorded)."""
 
     def send(self, request: Request) -> Reply:
-        """Send exactly one request; never retry. Raise BackendFailure on a technical failure."""
+        """Send exactly one request; never retry. Return the `Reply` for a response body that
+        parsed as the provider's response object (its `status` says completed, incomplete,
+        failed, ...); raise `BackendFailure` on a technical failure (no usable response: an
+        HTTP error status, a timeout, a body of the wrong shape). Hand the body to `on_body`,
+        when set, before parsing it."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the session's connections and clients: called once when the series ends
+        (completed, stopped or interrupted), after the last `send`. It is skipped only when a
+        call was abandoned past its deadline (the process ends soon after), so nothing the
+        record needs may wait for it."""
+        ...
 
 
 @attrs.frozen
@@ -278,10 +385,18 @@ class Contract:
 
 @runtime_checkable
 class Backend(Protocol):
+    """Makes the calls of a series: checks its config parameters, states what a priced series
+    promises (`contract`), and opens the `Session` that sends each request. docs/adding-a-
+    backend.md is the worked example; `fragbench.testing.check_backend` runs the fault suite
+    on one."""
+
     name: str
+    """The name configs use (`plugin = "..."` of a backend): unique among backends."""
     is_model: bool
     """False for a baseline that is no model: it is labelled so wherever it appears."""
     label: str
+    """A human name for what answers (`OpenAI Responses API`, `extractive`): printed when a
+    series starts and recorded in series.json, which reports and compare pages show."""
 
     def check_params(self, params: dict[str, Any]) -> None:
         """Raise ValueError with one sentence when the config's parameters are unusable."""
@@ -303,19 +418,33 @@ class MeasureInput:
     """The recorded tables a measure reads; it never calls anything."""
 
     facts: pl.DataFrame
-    """case, lang, fact_id, text, is_condition."""
+    """One row per fact of every passage language: case, lang, fact_id, text, is_condition
+    (facts.parquet, docs/tables.md)."""
     retrieval: pl.DataFrame
+    """The retrieval table (retrieval.parquet, docs/tables.md): every chunk of every passage
+    at every (chunk_size, top_k) setting of the plan's sensitivity matrix, with its score,
+    rank, selected and tied."""
     calls: pl.DataFrame | None
     """One row per planned call (calls.parquet); None where no series was collected."""
     main_setting: tuple[int, int] | None = None
-    """(chunk_size, top_k) the calls use."""
+    """(chunk_size, top_k) of the plan's main retrieval setting: the one whose selected
+    chunks the calls were shown (`retrieval` holds every setting; filter it with this to
+    read what the calls saw). `fragbench measure` and `run` always set it, from the frozen
+    plan; None only where a MeasureInput is built without a plan (a test's own)."""
 
 
 @runtime_checkable
 class Measure(Protocol):
+    """Computes tables from a series' recorded tables (`MeasureInput`), calling nothing, so
+    that `fragbench measure` can recompute it at any time."""
+
     name: str
+    """The name configs use (`measures = [...]`): unique among measures."""
     kind: Literal["primary", "diagnostic"]
+    """`primary`: pre-registered in the frozen plan, tables in the series folder;
+    `diagnostic`: run on demand (`--diagnostic`), tables under `diagnostics/`."""
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
-        """Return table name -> frame; names are unique across measures."""
+        """Return table name -> frame, each written as `<name>.parquet`; names are unique
+        across measures. The same input must give the same tables."""
         ...

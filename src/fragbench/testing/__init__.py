@@ -2,16 +2,19 @@
 
     from fragbench.testing import check_backend, check_chunker, check_scorer
 
+- `fragbench.testing.retrieval_checks`: `check_chunker`, `check_scorer`, on the kit's sample
+  corpus, each failing with an AssertionError that names the promise that broke;
+- `fragbench.testing.contracts`: `check_backend`, the fault suite a backend runs against the
+  loopback servers (retries, swallowed errors, usage misread, redirects, hostile bytes, ...);
 - `fragbench.testing.loopback`: `Server(api)` for the `responses`, `chat` and `messages` API
   shapes, with scriptable faults (`ok`, `http_error`, `redirect`, `sleep`, `trickle`, `drop`,
   ...) and hostile bytes (`followed_by` + `second_response`, `lying_length`, `edited`,
   `gzipped`, `gzip_bomb`, `raw_bytes`); each request records the connection it came on;
-- `fragbench.testing.contracts`: `check_chunker`, `check_scorer`, `check_backend` (the fault
-  suite), each failing with an AssertionError that names the promise that broke;
 - `fragbench.testing.plugin`: the pytest plugin (entry point `pytest11`), loaded wherever
   fragbench is installed: fixtures `responses_server`, `chat_server`, `messages_server`,
   `fragbench_ledger_dir`;
-- `fragbench.testing.samples`: the small bilingual corpus the checks feed a plugin.
+- `fragbench.testing.samples`: the small bilingual corpus the checks feed a plugin;
+- `fragbench.testing.promises`: how every check fails (`fail`), for a check of your own.
 
 The names below are resolved on first use: the pytest plugin imports this package in every
 pytest run, and must not pull in Polars or an SDK there (docs/testing-kit.md).
@@ -32,12 +35,20 @@ _EXPORTS = {
     "API_SHAPES": "fragbench.testing.loopback",
 }
 
-__all__ = sorted(_EXPORTS)
+_SUBMODULES = ("contracts", "loopback", "plugin", "promises", "retrieval_checks", "samples")
+"""The kit's public submodules, listed in `__all__` so that the API reference
+(docs/api_reference.py) documents each; a new public submodule goes here too."""
+
+__all__ = [*sorted(_EXPORTS), *_SUBMODULES]
 
 
 def __getattr__(name: str) -> Any:
+    """Import a kit name's module on first use; the name then stays in this namespace (the
+    API reference reads it there, and a second use costs nothing)."""
     if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'fragbench.testing' has no attribute {name!r}")
 
 
