@@ -34,6 +34,8 @@ MODULES = (
 """The modules a plugin touches; a package (fragbench.testing) brings its submodules."""
 
 OUT = Path(__file__).resolve().parent / "api"
+TEMPLATES = Path(__file__).resolve().parent / "api_templates"
+"""pdoc's templates, with a front page that says where to start (index.html.jinja2)."""
 
 
 def module_names() -> list[str]:
@@ -81,8 +83,12 @@ def load(names: list[str] | None = None) -> dict[str, pdoc.doc.Module]:
 def build(out: Path = OUT) -> list[str]:
     """Write the HTML reference into `out` (index.html, one page per module, search.js);
     return the warnings pdoc gave (empty when every name and annotation resolved)."""
+    from fragbench.api import API_VERSION
+
     pdoc.render.configure(docformat="markdown", search=True, show_source=True,
-                          footer_text="fragbench plugin API")
+                          footer_text=f"fragbench plugin API {API_VERSION}",
+                          template_directory=TEMPLATES)
+    pdoc.render.env.globals["api_version"] = API_VERSION
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         modules = load()
