@@ -53,7 +53,7 @@ from fragbench.corpus import facts_frame, load_corpus, sentences_frame
 from fragbench.errors import PluginError
 from fragbench.interfaces import MeasureInput
 from fragbench.plan import build_plan, verify
-from fragbench.retrieval import chunk_passages, retrieve
+from fragbench.retrieval import chunk_passages, read_chunks, retrieve
 from fragbench.series import CALLS_SCHEMA
 from fragbench.spans import coverage_problems, supplied
 
@@ -387,7 +387,7 @@ def test_coverage_check_holds_chunkers_without_overlap_to_their_promise(cafe: Pa
             assert coverage_problems(chunk_passages(chunker, sentences, size), sentences) == []
     # Sliding windows overlap, and say so; the check would catch them otherwise.
     assert SlidingWindow.overlap is True
-    found = coverage_problems(chunk_passages(SlidingWindow(), sentences, 2), sentences)
+    found = coverage_problems(read_chunks(SlidingWindow(), sentences, 2), sentences)
     assert found and found[0].startswith("cafe en A: the chunks hold F1 F2 F2 F3, not each")
 
     class Skips(TokenWindow):
@@ -403,8 +403,97 @@ def test_coverage_check_holds_chunkers_without_overlap_to_their_promise(cafe: Pa
             return super().chunk(sentences, size).with_columns(pl.col("start") - 3)\
                 .with_columns(pl.col("start").clip(lower_bound=0))
 
-    skipped = coverage_problems(chunk_passages(Skips(), sentences, 4), sentences)
+    skipped = coverage_problems(read_chunks(Skips(), sentences, 4), sentences)
     assert skipped[0] == "cafe en A: characters 17..40 (' 8. After the holidays, ') are in no chunk"
-    overlapping = coverage_problems(chunk_passages(Overlaps(), sentences, 4), sentences)
+    overlapping = coverage_problems(read_chunks(Overlaps(), sentences, 4), sentences)
     assert overlapping[0] == ("cafe en A: chunk 1 starts at 15, before the previous chunk ends "
                               "(17): spans overlap or are out of order")
+    # The core holds them to it too, before anything is scored (freeze, plan, run, retrieve).
+    for chunker, said in ((Skips(), skipped[0]), (Overlaps(), overlapping[0])):
+        with pytest.raises(PluginError) as caught:
+            chunk_passages(chunker, sentences, 4)
+        assert str(caught.value).startswith(
+            f"chunker '{chunker.name}' (test_spans) declares no overlap = True, so it promises "
+            f"every character once and in order, but at size 4 {said} (and ")
+
+
+def reference_problems(chunks: pl.DataFrame, sentences: pl.DataFrame) -> list[str]:
+    """The promise's words read row by row in plain Python, as coverage_problems worded them
+    before it became whole-frame expressions: the first break of each passage, passage
+    order."""
+    rows = sorted(chunks.iter_rows(named=True),
+                  key=lambda r: (r["case"], r["lang"], r["variant"], r["chunk"]))
+    facts = sorted(sentences.iter_rows(named=True),
+                   key=lambda r: (r["case"], r["lang"], r["variant"], r["position"]))
+    problems = []
+    for key in sorted({(r["case"], r["lang"], r["variant"]) for r in rows}):
+        mine = [r for r in rows if (r["case"], r["lang"], r["variant"]) == key]
+        passage = [f for f in facts if (f["case"], f["lang"], f["variant"]) == key]
+        where = " ".join(key)
+        if mine[0]["start"] is None:
+            got = [fid for r in mine for fid in r["fact_ids"]]
+            expected = [f["fact_id"] for f in passage]
+            if got != expected:
+                problems.append(f"{where}: the chunks hold {' '.join(got)}, not each sentence "
+                                f"once in passage order ({' '.join(expected)})")
+            continue
+        text = " ".join(f["text"] for f in passage)
+        edges = [0, *[x for r in mine for x in (r["start"], r["end"])], len(text)]
+        for i in range(0, len(edges), 2):
+            lo, hi = edges[i], edges[i + 1]
+            if hi < lo:
+                problems.append(f"{where}: chunk {mine[i // 2]['chunk']} starts at {hi}, before "
+                                f"the previous chunk ends ({lo}): spans overlap or are out of "
+                                "order")
+                break
+            if text[lo:hi].strip():
+                problems.append(f"{where}: characters {lo}..{hi - 1} ({text[lo:hi]!r}) are in "
+                                "no chunk")
+                break
+    return problems
+
+
+def test_the_whole_frame_coverage_check_says_what_a_row_by_row_reading_says(cafe: Path) -> None:
+    """Random damage to good chunkings (a chunk dropped, two swapped, a span moved or
+    stretched), on the cafe passage, the protocol's price case and the kit's samples: the
+    whole-frame check finds the same passages, in the same words, as the plain reading."""
+    import random
+
+    from fragbench.testing import samples
+
+    sentences = pl.concat([
+        sentences_frame(load_corpus([cafe, ROOT / "corpus" / "0.2" / "price.toml"])),
+        samples.sentences()])
+    rng = random.Random(15)
+    broken: set[str] = set()
+    length = {(c, lang, v): n for c, lang, v, n in sentences.group_by("case", "lang", "variant")
+              .agg(pl.col("end").max()).iter_rows()}
+    for chunker, size in ((SentenceGroups(), 2), (TokenWindow(), 3), (SentenceGroups(), 1),
+                          (TokenWindow(), 5)):
+        good = read_chunks(chunker, sentences, size)
+        assert coverage_problems(good, sentences) == reference_problems(good, sentences) == []
+        for _ in range(12):
+            rows = good.to_dicts()
+            for _ in range(rng.randint(1, 4)):
+                i = rng.randrange(len(rows))
+                how = rng.choice(["drop", "swap", "move", "stretch"])
+                if how == "drop" and len(rows) > 1:
+                    rows.pop(i)
+                elif how == "swap" and i + 1 < len(rows):
+                    rows[i]["chunk"], rows[i + 1]["chunk"] = rows[i + 1]["chunk"], rows[i]["chunk"]
+                elif rows[i]["start"] is not None:
+                    shift = rng.randint(-6, 6)
+                    rows[i]["start"] = max(0, rows[i]["start"] + shift)
+                    if how == "stretch":
+                        rows[i]["end"] = rows[i]["end"] + abs(shift)
+                    end = length[(rows[i]["case"], rows[i]["lang"], rows[i]["variant"])]
+                    rows[i]["start"] = min(rows[i]["start"], end - 1)  # within the passage,
+                    rows[i]["end"] = min(max(rows[i]["end"], rows[i]["start"] + 1), end)  # as
+                    # the core's check_spans demands before coverage is looked at
+                else:
+                    rows[i]["fact_ids"] = rows[i]["fact_ids"][::-1] + rows[i]["fact_ids"][:1]
+            damaged = pl.DataFrame(rows, schema=good.schema)
+            said = coverage_problems(damaged, sentences)
+            assert said == reference_problems(damaged, sentences)
+            broken.update(line.split(": ", 1)[1].split(" ", 1)[0] for line in said)
+    assert {"the", "chunk", "characters"} <= broken  # every kind of break was met

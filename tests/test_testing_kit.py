@@ -189,6 +189,7 @@ class Reorders(SentenceGroups):
 
 class OverlapsUndeclared:
     name = "overlaps-undeclared"
+    api_version = "1.0"
 
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
         from fragbench_sliding_window import SlidingWindow

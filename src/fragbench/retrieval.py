@@ -31,6 +31,7 @@ from fragbench.spans import (
     SPAN_CONTRACT,
     check_spans,
     chunker_output,
+    coverage_problems,
     from_sentences,
     from_spans,
 )
@@ -71,19 +72,84 @@ SCORER_CONTRACT = ("a scorer returns the chunks it was given, one row each, with
                    "score column")
 
 
-def chunk_passages(chunker: Chunker, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+INT32_MAX = 2**31 - 1
+OVERLAP_PROMISE = {"sentences": "every sentence once and in order",
+                   "spans": "every character once and in order"}
+"""The promise a chunker that does not declare `overlap = True` makes, by its output: the
+words the core's refusal and the test kit's failure both use."""
+FINITE_PROMISE = ("a score is a finite number (not NaN, inf or null), which selection can rank; "
+                  "a division by zero gives NaN or inf (such as by the best score of a passage "
+                  "in which no chunk holds a term of its question)")
+
+
+def read_chunks(chunker: Chunker, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
     """One chunk size's chunks of every passage, as the core reads them: the chunker's output,
     checked against its declared interface (naming the plugin), with the derived columns
-    (`fragbench.spans`): fact_ids, whole_fact_ids, cut_fact_ids, text, start, end."""
+    (`fragbench.spans`): fact_ids, whole_fact_ids, cut_fact_ids, text, start, end. `chunk`,
+    `start` and `end` are Int32 whatever integer type the chunker returned (the retrieval
+    table's types, docs/tables.md); a chunk number outside Int32 is refused. The overlap
+    promise is not checked here (`chunk_passages` does)."""
     who = describe("chunker", chunker)
     output = chunker_output(chunker, who)
     frame = call_plugin("chunker", chunker, "chunk", sentences, size)
+    check_frame(frame, SPAN_COLUMNS if output == "spans" else CHUNK_COLUMNS, who,
+                SPAN_CONTRACT if output == "spans" else CHUNKER_CONTRACT)
+    _check_chunk_numbers(frame, who)
+    frame = frame.with_columns(pl.col("chunk").cast(pl.Int32))
     if output == "spans":
-        check_frame(frame, SPAN_COLUMNS, who, SPAN_CONTRACT)
         check_spans(frame, sentences, who)
         return from_spans(frame, sentences)
-    check_frame(frame, CHUNK_COLUMNS, who, CHUNKER_CONTRACT)
     return from_sentences(frame)
+
+
+def _check_chunk_numbers(frame: pl.DataFrame, who: str) -> None:
+    low, high = frame["chunk"].min(), frame["chunk"].max()
+    if (low is not None and low < -INT32_MAX - 1) or (high is not None and high > INT32_MAX):
+        bad = frame.filter((pl.col("chunk") > INT32_MAX) | (pl.col("chunk") < -INT32_MAX - 1))
+        row = bad.row(0, named=True)
+        raise PluginError(f"{who} numbered a chunk of {row['case']}/{row['lang']}/"
+                          f"{row['variant']} {row['chunk']}, beyond what the retrieval "
+                          f"table's Int32 chunk column holds ({INT32_MAX}); chunks are "
+                          "numbered 0, 1, 2, ... in passage order (docs/plugins.md). Fix or "
+                          "uninstall that plugin.")
+
+
+def chunk_passages(chunker: Chunker, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+    """`read_chunks`, and a chunker that does not declare `overlap = True` held to its
+    promise (`fragbench.spans.coverage_problems`, the test kit's own rule): its chunks hold
+    each sentence, or each non-white-space character, once and in passage order. Otherwise
+    refused in one line naming the plugin, the promise and the first passage that breaks it,
+    before anything is scored or written."""
+    chunks = read_chunks(chunker, sentences, size)
+    if getattr(chunker, "overlap", False) is not True:
+        problems = coverage_problems(chunks, sentences)
+        if problems:
+            who = describe("chunker", chunker)
+            output = "spans" if chunks["start"].null_count() < chunks.height else "sentences"
+            more = f" (and {len(problems) - 1} more passages)" if len(problems) > 1 else ""
+            raise PluginError(f"{who} declares no overlap = True, so it promises "
+                              f"{OVERLAP_PROMISE[output]}, but at size {size} "
+                              f"{problems[0]}{more}; declare overlap = True if its chunks "
+                              "are meant to share them (docs/plugins.md), or fix or uninstall "
+                              "that plugin.")
+    return chunks
+
+
+def check_scores(scored: pl.DataFrame, who: str) -> None:
+    """Refuse a score the core cannot rank: null, NaN, inf or -inf, in one line naming the
+    plugin, the first such chunk (case/lang/variant, chunk size, chunk number) and the
+    promise. Whole-column expressions: free beside the scoring itself."""
+    values = pl.col("score").cast(pl.Float64)
+    bad = scored.filter(values.is_null() | ~values.is_finite())
+    if not bad.height:
+        return
+    row = bad.sort([*PASSAGE, "chunk_size", "chunk"]).row(0, named=True)
+    score = row["score"]
+    shown = "null" if score is None else "NaN" if score != score else str(float(score))
+    more = f" ({bad.height} of {scored.height} chunks score so)" if bad.height > 1 else ""
+    raise PluginError(f"{who} gave chunk {row['case']}/{row['lang']}/{row['variant']} size "
+                      f"{row['chunk_size']} #{row['chunk']} the score {shown}{more}; "
+                      f"{FINITE_PROMISE} (docs/plugins.md). Fix or uninstall that plugin.")
 
 
 def score_chunks(
@@ -94,7 +160,8 @@ def score_chunks(
     langs: list[str] | None = None,
 ) -> pl.DataFrame:
     """Chunks of every passage at every chunk size, scored in one batch. Each plugin's output
-    is checked against its documented columns, naming the plugin, before the core reads it."""
+    is checked against its documented columns and promises, naming the plugin, before the core
+    reads it: the chunks (`chunk_passages`), then the scores (`check_scores`)."""
     sentences = sentences_frame(cases, langs)
     frames = [chunk_passages(chunker, sentences, size)
               .with_columns(pl.lit(size, pl.Int32).alias("chunk_size"))
@@ -107,6 +174,7 @@ def score_chunks(
     if scored.height != chunks.height:
         raise PluginError(f"{who} returned {scored.height} rows for {chunks.height} chunks; "
                           f"{SCORER_CONTRACT} (docs/plugins.md). Fix or uninstall that plugin.")
+    check_scores(scored, who)
     return scored.with_columns(pl.col("score").cast(pl.Float64))
 
 

@@ -195,48 +195,109 @@ def supplied(table: pl.DataFrame, sentences: pl.DataFrame, chunk_size: int, top_
 def coverage_problems(chunks: pl.DataFrame, sentences: pl.DataFrame) -> list[str]:
     """Where a chunker that declares no `overlap` breaks its promise, one line per passage.
 
-    `chunks` are the core's chunks (`retrieval.chunk_passages`: derived columns included) of
+    `chunks` are the core's chunks (`retrieval.read_chunks`: derived columns included) of
     one chunk size. Without overlap, the chunks in chunk order must hold each sentence exactly
     once, in passage order (sentence output), or be disjoint spans in passage order that leave
     out nothing but whitespace (span output: a token window may leave out the space between
-    two windows, never a word). Empty when the promise holds.
+    two windows, never a word). Empty when the promise holds; in passage order otherwise.
+
+    Whole-frame operations only (a join and a few window expressions, no Python loop over
+    passages), so that `freeze`, `plan` and `run` can afford it on every chunk size of a large
+    corpus; only the passages that break the promise are read row by row, to word the lines.
     """
-    problems: list[str] = []
-    order = (sentences.sort([*PASSAGE, "position"]).group_by(PASSAGE, maintain_order=True)
-             .agg(pl.col("fact_id").alias("_expected")))
     ordered = chunks.sort([*PASSAGE, "chunk"])
     spans = ordered.filter(pl.col("start").is_not_null())
+    problems = _sentence_problems(ordered.filter(pl.col("start").is_null()), sentences)
+    if spans.height:
+        problems += _span_problems(spans, sentences)
+    return problems
+
+
+def _sentence_problems(ordered: pl.DataFrame, sentences: pl.DataFrame) -> list[str]:
+    """Each sentence once, in passage order: the i-th fact the chunks hold, in chunk order, is
+    the passage's sentence at position i, and they hold as many as the passage has."""
+    if not ordered.height:
+        return []
+    held = (
+        ordered.select(*PASSAGE, pl.col("fact_ids").alias("fact_id"))
+        .explode("fact_id")
+        .drop_nulls("fact_id")
+        .with_columns(pl.int_range(pl.len()).over(PASSAGE).alias("_i"))
+    )
+    positions = sentences.select(*PASSAGE, "fact_id", pl.col("position").cast(pl.Int64))
+    counts = sentences.group_by(PASSAGE).agg(pl.len().cast(pl.Int64).alias("_n"))
+    out_of_place = (
+        held.join(positions, on=[*PASSAGE, "fact_id"], how="left")
+        .filter(pl.col("position").is_null() | (pl.col("position") != pl.col("_i")))
+        .select(PASSAGE)
+    )
+    miscounted = (
+        ordered.select(PASSAGE).unique()
+        .join(held.group_by(PASSAGE).agg(pl.len().cast(pl.Int64).alias("_held")), on=PASSAGE,
+              how="left")
+        .join(counts, on=PASSAGE, how="left")
+        .filter(pl.col("_held").fill_null(0) != pl.col("_n").fill_null(0))
+        .select(PASSAGE)
+    )
+    bad = pl.concat([out_of_place, miscounted]).unique()
+    if not bad.height:
+        return []
+    order = (sentences.join(bad, on=PASSAGE).sort([*PASSAGE, "position"])
+             .group_by(PASSAGE, maintain_order=True)
+             .agg(pl.col("fact_id").alias("_expected")))
     grouped = (
-        ordered.filter(pl.col("start").is_null())
+        ordered.join(bad, on=PASSAGE, maintain_order="left")
         .group_by(PASSAGE, maintain_order=True)
         .agg(pl.col("fact_ids").list.explode(keep_nulls=False, empty_as_null=False)
              .alias("_got"))
         .join(order, on=PASSAGE, how="left", maintain_order="left")
+        .sort(PASSAGE)
     )
-    for case, lang, variant, got, expected in grouped.iter_rows():
-        if got != expected:
-            problems.append(f"{case} {lang} {variant}: the chunks hold {' '.join(got)}, not "
-                            f"each sentence once in passage order ({' '.join(expected)})")
-    if spans.height:
-        bounds = (
-            spans.group_by(PASSAGE, maintain_order=True)
-            .agg(pl.col("chunk"), pl.col("start"), pl.col("end"))
-            .join(passages_frame(sentences), on=PASSAGE, how="left", maintain_order="left")
+    return [f"{case} {lang} {variant}: the chunks hold {' '.join(got)}, not each sentence once "
+            f"in passage order ({' '.join(expected or [])})"
+            for case, lang, variant, got, expected in grouped.iter_rows()]
+
+
+def _span_problems(spans: pl.DataFrame, sentences: pl.DataFrame) -> list[str]:
+    """Disjoint spans in passage order that leave out only white space: each span starts at
+    or after the previous one's end (0 for the first), nothing but white space between them,
+    and nothing but white space after the last. The first break of each passage is named."""
+    passages = passages_frame(sentences)
+    edges = (
+        spans.select(*PASSAGE, pl.col("chunk").cast(pl.Int64),
+                     pl.col("start").cast(pl.Int64), pl.col("end").cast(pl.Int64))
+        .with_columns(pl.col("end").shift(1, fill_value=0).over(PASSAGE).alias("_lo"),
+                      pl.int_range(pl.len()).over(PASSAGE).alias("_i"))
+    )
+    tails = (
+        edges.group_by(PASSAGE).agg(pl.col("end").last().alias("_lo"),
+                                    pl.len().cast(pl.Int64).alias("_i"))
+        .join(passages.select(*PASSAGE, pl.col("length").alias("start")), on=PASSAGE)
+        .with_columns(pl.lit(None, pl.Int64).alias("chunk"))
+    )
+    gaps = (
+        pl.concat([edges.select(*PASSAGE, "chunk", "_lo", "start", "_i"),
+                   tails.select(*PASSAGE, "chunk", "_lo", "start", "_i")])
+        .join(passages.select(*PASSAGE, "passage"), on=PASSAGE, how="left")
+        .with_columns(
+            (pl.col("start") < pl.col("_lo")).alias("_overlap"),
+            pl.col("passage").str.slice(pl.col("_lo"),
+                                        (pl.col("start") - pl.col("_lo")).clip(lower_bound=0))
+            .alias("_gap"),
         )
-        for row in bounds.iter_rows(named=True):
-            where = f"{row['case']} {row['lang']} {row['variant']}"
-            edges = [0, *[x for pair in zip(row["start"], row["end"], strict=True)
-                          for x in pair], row["length"]]
-            for i in range(0, len(edges), 2):
-                lo, hi = edges[i], edges[i + 1]
-                if hi < lo:
-                    chunk = row["chunk"][i // 2]
-                    problems.append(f"{where}: chunk {chunk} starts at {hi}, before the "
-                                    f"previous chunk ends ({lo}): spans overlap or are out of "
-                                    "order")
-                    break
-                if row["passage"][lo:hi].strip():
-                    problems.append(f"{where}: characters {lo}..{hi - 1} "
-                                    f"({row['passage'][lo:hi]!r}) are in no chunk")
-                    break
+        .filter(pl.col("_overlap") | pl.col("_gap").str.contains(r"\S"))
+        .sort([*PASSAGE, "_i"])
+        .group_by(PASSAGE, maintain_order=True)
+        .first()
+    )
+    problems = []
+    for row in gaps.iter_rows(named=True):
+        where = f"{row['case']} {row['lang']} {row['variant']}"
+        lo, hi = row["_lo"], row["start"]
+        if row["_overlap"]:
+            problems.append(f"{where}: chunk {row['chunk']} starts at {hi}, before the previous "
+                            f"chunk ends ({lo}): spans overlap or are out of order")
+        else:
+            problems.append(f"{where}: characters {lo}..{hi - 1} ({row['_gap']!r}) are in no "
+                            "chunk")
     return problems

@@ -33,10 +33,10 @@ def _chunk(chunker: Any, who: str, sentences: pl.DataFrame, size: int) -> pl.Dat
     the passage and one row per chunk index), with the derived columns (fact_ids, text, start,
     end, ...). Whatever the core refuses fails here, with the core's own words."""
     from fragbench.errors import PluginError
-    from fragbench.retrieval import chunk_passages
+    from fragbench.retrieval import read_chunks
 
     try:
-        return chunk_passages(chunker, sentences, size)
+        return read_chunks(chunker, sentences, size)
     except PluginError as exc:
         if isinstance(exc.__cause__, Exception):  # raised inside the chunker
             raise fail(who, "chunk() returns every chunk", f"chunk(sentences, {size}): "
@@ -45,11 +45,32 @@ def _chunk(chunker: Any, who: str, sentences: pl.DataFrame, size: int) -> pl.Dat
                     f"{exc}") from None
 
 
+def _declared_api(kind: str, plugin: Any) -> str:
+    """The plugin's name for failures; fails first when its `api_version` is missing or one
+    this fragbench does not support (the registry would refuse it)."""
+    from fragbench.api import api_version_problem
+
+    who = plugin_name(kind, plugin)
+    problem = api_version_problem(plugin)
+    if problem is not None:
+        raise fail(who, "declares the plugin API it is written for", f"it {problem}")
+    return who
+
+
+def _bite(key: tuple[Any, ...]) -> str:
+    """What the sample case of a chunk's key is there to catch, when it is one of the cases
+    that bite (`samples.BITES`)."""
+    note = samples.BITES.get(key[0])
+    return f" (sample case {key[0]}: {note})" if note else ""
+
+
 def check_chunker(chunker: Any, sizes: tuple[int, ...] = (1, 2, 3)) -> None:
     """Check a chunker on the kit's bilingual sentences (`fragbench.testing.samples`) at each
-    chunk size, through the core's own reading of its output.
+    chunk size, through the core's own reading of its output. The samples include a passage
+    of one sentence (shorter than every size) and passages of two, three and five.
 
     Promises checked, each failure naming it:
+    - it declares the plugin API it is written for (`api_version = "1.0"`);
     - its declared form: `output` (absent, "sentences" or "spans") and the columns and types
       of that form (`fragbench.interfaces.CHUNK_COLUMNS` or `SPAN_COLUMNS`); spans within
       their passage, one per chunk index (the core's checks, `fragbench.spans.check_spans`);
@@ -64,9 +85,10 @@ def check_chunker(chunker: Any, sizes: tuple[int, ...] = (1, 2, 3)) -> None:
       sentence (every non-white-space character) in at least one chunk;
     - text: a sentence chunker's `text` is its sentences joined by one space.
     """
+    from fragbench.retrieval import OVERLAP_PROMISE
     from fragbench.spans import coverage_problems
 
-    who = plugin_name("chunker", chunker)
+    who = _declared_api("chunker", chunker)
     overlap = getattr(chunker, "overlap", False) is True
     sentences = samples.sentences()
     passages = _passages(sentences)
@@ -85,8 +107,8 @@ def check_chunker(chunker: Any, sizes: tuple[int, ...] = (1, 2, 3)) -> None:
         if not overlap:
             problems = coverage_problems(first, sentences)
             if problems:
-                unit = "character" if first["start"].null_count() == 0 else "sentence"
-                raise fail(who, f"every {unit} once and in order", f"at size {size}, "
+                output = "spans" if first["start"].null_count() == 0 else "sentences"
+                raise fail(who, OVERLAP_PROMISE[output], f"at size {size}, "
                             f"{problems[0]} (declare overlap = True if chunks are meant to "
                             "share them)")
 
@@ -217,7 +239,8 @@ def _scores(frame: pl.DataFrame, who: str, chunks: pl.DataFrame
                         f"{', '.join(changed)} changed")
         score = row["score"]
         if score is None or (isinstance(score, float) and not math.isfinite(score)):
-            raise fail(who, "a numeric score for every chunk", f"chunk {key} scores {score!r}")
+            raise fail(who, "a finite score for every chunk", f"chunk {key} scores "
+                        f"{score!r}{_bite(key)}; NaN or inf is what a division by zero gives")
         found[key] = score
     lost = [k for k in given if k not in found]
     if lost:
@@ -240,14 +263,20 @@ def check_scorer(scorer: Any, sizes: tuple[int, ...] = (2, 3)) -> None:
     sentence-groups chunker at `sizes`) and spans that cut sentences (the kit's
     `samples.CharacterWindows`).
 
-    Promises checked: it returns the chunks it got, each once and unchanged, with a numeric,
-    finite score (the core's column check too); deterministic (the same call twice gives the
+    The samples include the cases that bite (`samples.BITES`): passages in which no chunk
+    holds a term of the question (every score zero), questions with no term once stopwords
+    are dropped or none at all, and one-sentence passages.
+
+    Promises checked: it declares the plugin API it is written for; it returns the chunks it
+    got, each once and unchanged, with a numeric, finite score (no NaN, inf or null: a scorer
+    that divides by its passage's best score fails on a passage where every chunk scores
+    zero) (the core's column check too); deterministic (the same call twice gives the
     same scores); batch-consistent (each passage and chunk size scored alone, and the rows
     given in reverse order, give each chunk the same score as all at once: selection must not
     depend on what else was in the batch). Scores are compared exactly: the core ranks on them
     rounded to 12 decimals, and a last-bit difference can fall on either side of a rounding.
     """
-    who = plugin_name("scorer", scorer)
+    who = _declared_api("scorer", scorer)
     questions = samples.questions()
     for chunks in (samples.chunks(sizes), samples.chunks(sizes, samples.CharacterWindows())):
         form = "span chunks" if chunks["start"].null_count() == 0 else "sentence chunks"

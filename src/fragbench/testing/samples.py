@@ -3,9 +3,12 @@
 Small, so that every check runs in milliseconds, and awkward where real corpora are: typographic
 apostrophes and quotes, « » with no-break spaces, narrow no-break spaces before % and €,
 decimal commas, accents, a passage of five sentences (so that chunk sizes 2 and 3 leave a short
-last chunk) and one of two (shorter than chunk size 3), each shown in two orders. It is built
-in code rather than read from the repository's `corpus/`, which an installed fragbench does not
-ship. The frames come from the core's own builders (`fragbench.corpus.sentences_frame`,
+last chunk) and one of two (shorter than chunk size 3), each shown in two orders. And the cases
+that bite (`BITES`): passages in which no sentence holds a term of the question (every chunk
+scores zero: a scorer that divides by its passage's best score gives 0/0 = NaN), questions with
+no term once stopwords are dropped (English "What is it?") or none at all (French "?"), and
+one-sentence passages (shorter than any chunk size). It is built in code rather than read from
+the repository's `corpus/`, which an installed fragbench does not ship. The frames come from the core's own builders (`fragbench.corpus.sentences_frame`,
 `questions_frame`), so a plugin sees exactly the columns the core passes, new ones included.
 """
 
@@ -76,6 +79,77 @@ _CASES: list[dict[str, Any]] = [
         },
     },
 ]
+
+_CASES += [
+    {
+        "id": "kit-parking",
+        "conditions": ("P1",),
+        "variants": {"A": ("P1", "P2", "P3"), "B": ("P3", "P1", "P2")},
+        "langs": {
+            "en": {
+                "source": "Kit Translations — Deliveries",
+                "question": "Is there parking for bicycles?",
+                "facts": {"P1": "Deliveries arrive on Mondays.",
+                          "P2": "Invoices are sent by email.",
+                          "P3": "Boxes are collected within a week."},
+            },
+            "fr": {
+                "source": "Kit Traductions — Livraisons",
+                "question": f"Y a-t-il un parking pour les vélos{NNBSP}?",
+                "facts": {"P1": "Les livraisons arrivent le lundi.",
+                          "P2": "Les factures sont envoyées par courriel.",
+                          "P3": "Les cartons sont repris sous une semaine."},
+            },
+        },
+    },
+    {
+        "id": "kit-vague",
+        "conditions": ("V1",),
+        "variants": {"A": ("V1", "V2"), "B": ("V2", "V1")},
+        "langs": {
+            "en": {
+                "source": "Kit Translations — Shop",
+                "question": "What is it?",
+                "facts": {"V1": "The shop sells used books.",
+                          "V2": "It ships orders the next day."},
+            },
+            "fr": {
+                "source": "Kit Traductions — Boutique",
+                "question": "?",
+                "facts": {"V1": "La boutique vend des livres d’occasion.",
+                          "V2": "Elle expédie les commandes le lendemain."},
+            },
+        },
+    },
+    {
+        "id": "kit-museum",
+        "conditions": ("M1",),
+        "variants": {"A": ("M1",)},
+        "langs": {
+            "en": {
+                "source": "Kit Translations — Museum",
+                "question": "When is the museum open?",
+                "facts": {"M1": "The museum is open daily from 10:00."},
+            },
+            "fr": {
+                "source": "Kit Traductions — Musée",
+                "question": f"Quand le musée est-il ouvert{NNBSP}?",
+                "facts": {"M1": "Le musée est ouvert tous les jours dès 10 h."},
+            },
+        },
+    },
+]
+
+BITES = {
+    "kit-parking": "no sentence of the passage holds a term of its question: every chunk "
+                   "scores zero",
+    "kit-vague": "the question has no term once stopwords are dropped (en: \"What is it?\") "
+                 "or none at all (fr: \"?\")",
+    "kit-museum": "a passage of one sentence, shorter than any chunk size",
+}
+"""The sample cases that catch what a well-behaved corpus hides, by case ID: what a check's
+failure on them says about the plugin."""
+
 
 INSTRUCTIONS = {
     "en": "Answer the question using only the sentences of the source below. Back each claim "
@@ -149,6 +223,7 @@ class CharacterWindows:
     chunker."""
 
     name = "fragbench-testing-character-windows"
+    api_version = "1.0"
     output = "spans"
 
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:

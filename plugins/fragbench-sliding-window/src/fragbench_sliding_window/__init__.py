@@ -27,7 +27,9 @@ class SlidingWindow:
 
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
         ordered = sentences.sort([*PASSAGE, "position"])
-        n = ordered.group_by(PASSAGE).agg(pl.len().alias("_n"))
+        # pl.len() is unsigned: a passage shorter than size - 1 would wrap `_n - size + 1`
+        # round to 4 billion windows (the test kit's one-sentence passage at size 3).
+        n = ordered.group_by(PASSAGE).agg(pl.len().cast(pl.Int64).alias("_n"))
         starts = (
             n.with_columns(pl.int_ranges(0, (pl.col("_n") - size + 1).clip(lower_bound=1))
                            .alias("chunk"))
