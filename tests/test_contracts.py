@@ -258,6 +258,7 @@ class Broken:
     name = "broken-measure"
     api_version = "1.0"
     kind = "diagnostic"
+    tables = {{"fine": {{"a": "Int64"}}}}  # doubled braces: this text goes through format
 
     def compute(self, data):
         return {compute}

@@ -105,6 +105,7 @@ def test_primary_and_diagnostic_measures_are_kept_apart(extractive: Path,
         "class Checker:\n"
         "    name = 'checker-0.1'\n"
         "    api_version = '1.0'\n"
+        "    tables = {'checker_findings': {'call_id': 'String', 'answer_chars': 'UInt32'}}\n"
         "    kind = 'diagnostic'\n"
         "    def compute(self, data):\n"
         "        return {'checker_findings': data.calls.select('call_id', pl.col('answer')"

@@ -10,7 +10,8 @@ exact decimal text, never a float; in CSV, lists of IDs are space-joined as ever
 Nothing is half-written: the export is written into a staging folder beside --out, which takes
 its place in one rename; an --out holding anything but an earlier export is refused. In CSV, a
 text cell that starts like a formula (=, +, -, @) gets a leading apostrophe (model output is
-untrusted text).
+untrusted text). A table whose money (`*_usd`) is not the exact Decimal(38, 18) is refused
+before anything is written, as `fragbench.scan` refuses it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from pathlib import Path
 import polars as pl
 
 from fragbench.budget import usd
-from fragbench.errors import FragbenchError, UsageError
+from fragbench.columns import MONEY_DTYPE
+from fragbench.errors import FragbenchError, SeriesError, UsageError
+from fragbench.measure_tables import inexact_money
 from fragbench.series import read_table, tables_of
 from fragbench.tables import flat_for_csv
 
@@ -72,6 +75,19 @@ def encoded(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
     out = flat_for_csv(out)
     return out.with_columns(_inert(out.get_column(name)) for name, dtype in out.schema.items()
                             if dtype == pl.String)
+
+
+def _refuse_inexact_money(frame: pl.DataFrame, series_dir: Path, rel: str) -> None:
+    """Money is exported as exact decimal text: a table whose money is a float (written before
+    money was exact, or by a measure that broke its promise) is refused before anything is
+    written, as `fragbench.scan` refuses it, rather than exported with its float's drift."""
+    inexact = inexact_money(frame.schema)
+    if inexact is not None:
+        column, found = inexact
+        raise SeriesError(f"{series_dir / rel}: money column {column} is {found}, not the exact "
+                          f"{MONEY_DTYPE}; nothing was exported; rebuild the series' tables with "
+                          f"`fragbench measure {series_dir}` (or fix the measure that writes "
+                          "it: docs/writing-a-measure.md).")
 
 
 MARKER = ".fragbench-export"
@@ -138,8 +154,9 @@ def export(series_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
     _check_out(out)
     frames: list[tuple[Path, pl.DataFrame]] = []
     for name, rel in tables:
-        frames.append((Path(rel).with_suffix(f".{fmt}"),
-                       encoded(read_table(series_dir, name, rel), fmt)))
+        frame = read_table(series_dir, name, rel)
+        _refuse_inexact_money(frame, series_dir, rel)
+        frames.append((Path(rel).with_suffix(f".{fmt}"), encoded(frame, fmt)))
     redactor = Redactor.from_env()
     created: list[Path] = []
     staged = out.with_name(f".{out.name}.staged-{os.getpid()}")

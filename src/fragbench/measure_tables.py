@@ -64,6 +64,15 @@ def is_money(column: str) -> bool:
     return column.endswith("_usd")
 
 
+def inexact_money(schema: Any) -> tuple[str, str] | None:
+    """The first money column of a table's schema (column -> Polars type) that is not the
+    exact decimal, as (column, type found); None when every one is."""
+    for column, dtype in schema.items():
+        if is_money(column) and type_name(dtype) != MONEY_DTYPE:
+            return column, type_name(dtype)
+    return None
+
+
 def declaration_problem(measure: Any) -> Problem | None:
     """Why the measure's `tables` attribute is not a usable declaration, or None."""
     tables = getattr(measure, "tables", None)
@@ -104,11 +113,11 @@ def table_problem(measure: Any, table: str, frame: pl.DataFrame) -> Problem | No
                                f"{known}); add it to the measure's `tables` ({DOCS})")
     promised = declared[table]
     found = {column: type_name(dtype) for column, dtype in frame.schema.items()}
-    for column, dtype in found.items():
-        if is_money(column) and dtype != MONEY_DTYPE:
-            return EXACT_MONEY, (f"table {table}: money column {column} is {dtype}, promised "
-                                 f"{MONEY_DTYPE} (exact; build it from Decimal values, never a "
-                                 f"float; {DOCS})")
+    inexact = inexact_money(frame.schema)
+    if inexact is not None:
+        return EXACT_MONEY, (f"table {table}: money column {inexact[0]} is {inexact[1]}, "
+                             f"promised {MONEY_DTYPE} (exact; build it from Decimal values, "
+                             f"never a float; {DOCS})")
     for column, dtype in promised.items():
         if column not in found:
             return AS_DECLARED, (f"table {table}: column {column} is missing, promised {dtype} "

@@ -76,6 +76,7 @@ from fragbench.requests import request_text
 from fragbench.series import (
     DIAGNOSTICS_DIR,
     MEASURES_FILE,
+    check_measures,
     derive_tables,
     write_json,
     write_parquet,
@@ -307,7 +308,7 @@ def run(
                           "(nothing was sent).")
     refuse_out_in_experiment(out, series_dir, experiment)
     say(f"verifying the frozen plan {plan_path(experiment)}")
-    _, calls, retrieval_table = verify(experiment)
+    frozen, calls, retrieval_table = verify(experiment)
 
     reservations = {c.seq: call_reservation(c, backend_cfg, experiment) for c in calls}
     total = sum(reservations.values(), Decimal(0))
@@ -329,6 +330,9 @@ def run(
     # The session is opened (endpoint, key, certificates checked) before anything is written:
     # a session refused leaves no folder and no ledger record.
     plugin = registry().get("backend", backend_cfg.plugin)
+    # Every measure's tables checked on the series before its first call (series.check_measures).
+    check_measures(frozen, facts_frame(experiment.cases, list(experiment.languages)),
+                   retrieval_table, backend, bool(plugin.is_model))
     session = plugin.open(backend_cfg.params)
     result: RunResult | None = None
     try:

@@ -10,7 +10,6 @@ with no call, byte for byte.
 from __future__ import annotations
 
 import json
-import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -261,17 +260,24 @@ def _sentences_where_unlisted(calls: pl.DataFrame, facts: pl.DataFrame) -> pl.Da
 
 
 MEASURES_FILE = "measures.json"
-TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 MEASURE_CONTRACT = ("a measure returns a dict of table name (letters, digits, '_', '.', '-') "
                     "-> Polars DataFrame")
 
 
 def _measured(measure: Any, data: MeasureInput) -> dict[str, pl.DataFrame]:
-    """A measure's tables, checked before anything is written; a failure inside the plugin or
-    output that breaks the contract is one line naming it and its distribution."""
+    """A measure's tables, checked before anything is written against what the measure
+    declares (`fragbench.measure_tables`: declared tables only, each with its declared columns
+    and types, money as exact decimals); a failure inside the plugin, or output that breaks
+    the contract, is one line naming it and its distribution, the table, the column, the type
+    found and the type promised."""
+    from fragbench.measure_tables import TABLE_NAME, declaration_problem, table_problem
     from fragbench.plugins import call_plugin, describe
 
     who = describe("measure", measure)
+    refused = "; nothing was written: fix or uninstall that plugin."
+    problem = declaration_problem(measure)
+    if problem is not None:
+        raise PluginError(f"{who} {problem[1]}{refused}")
     tables = call_plugin("measure", measure, "compute", data)
     if not isinstance(tables, dict):
         raise PluginError(f"{who} returned {type(tables).__name__}; {MEASURE_CONTRACT} "
@@ -281,39 +287,28 @@ def _measured(measure: Any, data: MeasureInput) -> dict[str, pl.DataFrame]:
             raise PluginError(f"{who} names a table {name!r}; {MEASURE_CONTRACT} "
                               "(docs/plugins.md). Fix or uninstall that plugin.")
         check_frame(frame, {}, f"{who}, table {name}", MEASURE_CONTRACT)
+        problem = table_problem(measure, name, frame)
+        if problem is not None:
+            raise PluginError(f"{who}: {problem[1]}{refused}")
     return tables
+
+
 DIAGNOSTICS_DIR = "diagnostics"
 
 
-def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
-                  ) -> dict[str, pl.DataFrame]:
-    """Rebuild calls.parquet and every measure's tables from what the series recorded.
-
-    Primary measures' tables go in the series folder; diagnostic measures' tables in
-    `diagnostics/`, never beside them. `measures.json` lists which table came from which
-    measure, of which kind. `extra_diagnostics` adds diagnostic measures that the frozen plan
-    did not name (a diagnostic never changes what was collected, so it needs no new plan).
-    """
+def _all_measured(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataFrame,
+                  calls: pl.DataFrame, where: str, extra_diagnostics: tuple[str, ...] = ()
+                  ) -> tuple[dict[str, pl.DataFrame], list[dict[str, str]]]:
+    """Every table of every measure the plan names (and of `extra_diagnostics`), each checked
+    (`_measured`), with the manifest that lists them; nothing is written here, so a measure
+    refused leaves every file as it was."""
     from fragbench.plugins import registry
 
-    require_series(series_dir)
-    plan = read_json(series_dir / "plan.json")
-    info = read_json(series_dir / "series.json")
-    journal = series_dir / JOURNAL_FILE
-    plan_calls = {c["id"]: c["seq"] for c in plan["schedule"]}
-    records = read_journal(journal, plan_calls) if journal.exists() else []
-    try:
-        facts = pl.read_parquet(series_dir / "facts.parquet")
-        retrieval = pl.read_parquet(series_dir / "retrieval.parquet")
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise SeriesError(f"{series_dir}: a recorded table is missing or unreadable ({exc}).") \
-            from None
-    calls = calls_table(plan, info, records, facts)
     main = plan["parameters"]["retrieval"]
     data = MeasureInput(facts=facts, retrieval=retrieval, calls=calls,
                         main_setting=(main["chunk_size"], main["top_k"]))
     reg = registry()
-    measures = [(name, reg.get("measure", name, where=f"{series_dir}/plan.json"))
+    measures = [(name, reg.get("measure", name, where=where))
                 for name in plan["parameters"]["measures"]]
     for name in extra_diagnostics:
         measure = reg.get("measure", name, where="--diagnostic")
@@ -337,6 +332,48 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
             folder = "" if measure.kind == "primary" else f"{DIAGNOSTICS_DIR}/"
             manifest.append({"table": table_name, "measure": name, "kind": measure.kind,
                              "path": f"{folder}{table_name}.parquet"})
+    return tables, manifest
+
+
+def check_measures(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataFrame,
+                   backend: str, is_model: bool) -> None:
+    """Run every measure the frozen plan names on the series as it stands before its first
+    call (each planned call not sent) and check its tables, writing nothing: `fragbench run`
+    calls it before anything is sent, so that a measure that breaks its table promise (an
+    undeclared table or column, a type other than declared, money that is not an exact
+    decimal) is refused before a series is spent. A measure that breaks it only on answered
+    calls is refused after collecting, when the tables are derived: then no table is written,
+    the journal keeps what was paid for, and `fragbench measure` rebuilds them once the measure
+    is fixed."""
+    calls = calls_table(plan, {"backend": backend, "is_model": is_model}, [], facts)
+    _all_measured(plan, facts, retrieval, calls, "the frozen plan (experiment.json)")
+
+
+def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
+                  ) -> dict[str, pl.DataFrame]:
+    """Rebuild calls.parquet and every measure's tables from what the series recorded.
+
+    Primary measures' tables go in the series folder; diagnostic measures' tables in
+    `diagnostics/`, never beside them. `measures.json` lists which table came from which
+    measure, of which kind. `extra_diagnostics` adds diagnostic measures that the frozen plan
+    did not name (a diagnostic never changes what was collected, so it needs no new plan).
+    Every measure's tables are computed and checked before any file is written.
+    """
+    require_series(series_dir)
+    plan = read_json(series_dir / "plan.json")
+    info = read_json(series_dir / "series.json")
+    journal = series_dir / JOURNAL_FILE
+    plan_calls = {c["id"]: c["seq"] for c in plan["schedule"]}
+    records = read_journal(journal, plan_calls) if journal.exists() else []
+    try:
+        facts = pl.read_parquet(series_dir / "facts.parquet")
+        retrieval = pl.read_parquet(series_dir / "retrieval.parquet")
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise SeriesError(f"{series_dir}: a recorded table is missing or unreadable ({exc}).") \
+            from None
+    calls = calls_table(plan, info, records, facts)
+    tables, manifest = _all_measured(plan, facts, retrieval, calls, f"{series_dir}/plan.json",
+                                     extra_diagnostics)
     # The state first: small, and what a person looks for when a full disk refuses the rest.
     write_json({**info, **series_state(records)}, series_dir / "status.json")
     for entry in manifest:
