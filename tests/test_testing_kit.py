@@ -217,7 +217,37 @@ class Raises(SentenceGroups):
         raise RuntimeError("boom")
 
 
+class WholeWindowsOnly(SentenceGroups):
+    """Sliding windows of exactly `size` sentences, stride 1, declared: a passage shorter than
+    the window (the kit's one-sentence passage) gets no chunk at all."""
+
+    overlap = True
+
+    def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+        rows = []
+        ordered = sentences.sort("case", "lang", "variant", "position")
+        for (case, lang, variant), part in ordered.group_by(["case", "lang", "variant"],
+                                                             maintain_order=True):
+            ids, texts = part["fact_id"].to_list(), part["text"].to_list()
+            for n in range(len(ids) - size + 1):
+                rows.append((case, lang, variant, n, ids[n:n + size],
+                             " ".join(texts[n:n + size])))
+        return pl.DataFrame(rows, schema={"case": pl.String, "lang": pl.String,
+                                          "variant": pl.String, "chunk": pl.Int32,
+                                          "fact_ids": pl.List(pl.String), "text": pl.String},
+                            orient="row")
+
+
+class NoApiVersion:
+    name = "no-api-version"
+
+    def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+        return SentenceGroups().chunk(sentences, size)
+
+
 @pytest.mark.parametrize(("chunker", "promise"), [
+    (WholeWindowsOnly(), "every passage it was given, and no other"),
+    (NoApiVersion(), "declares the plugin API it is written for"),
     (DropsASentence(), "every sentence once and in order"),
     (NumbersBackwards(), "chunks numbered 0.. in passage order"),
     (Reorders(), "sentences in passage order"),
@@ -257,14 +287,82 @@ class DropsARow(SqrtLexical):
         return super().score(chunks, questions).slice(1)
 
 
+PASSAGE_AND_SIZE = ["case", "lang", "variant", "chunk_size"]
+
+
+class PassageMax(SqrtLexical):
+    """Divides by its passage's best score: 0/0 = NaN where no chunk holds a term of the
+    question. Batch-consistent, deterministic, and caught only by a sample that bites."""
+
+    def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+        scored = super().score(chunks, questions)
+        return scored.with_columns(pl.col("score") / pl.col("score").max().over(PASSAGE_AND_SIZE))
+
+
+class LogScore(SqrtLexical):
+    """log(score): -inf for every chunk that holds no term of the question."""
+
+    def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+        return super().score(chunks, questions).with_columns(pl.col("score").log())
+
+
+class NullForNoTerm(SqrtLexical):
+    """Leaves the score null where the question has no term at all."""
+
+    def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+        scored = super().score(chunks, questions)
+        return scored.with_columns(pl.when(pl.col("case") != "kit-vague")
+                                   .then(pl.col("score")).alias("score"))
+
+
+class SummedInRowOrder(SqrtLexical):
+    """A planted float bug: each score shrunk by its passage's total, a sum that runs in the
+    order the rows came. Each chunk depends on its own passage only, as the rule asks, yet the
+    same passage with its rows in another order adds the same numbers in another order, and
+    the last bit of a score can differ."""
+
+    def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+        scored = super().score(chunks, questions)
+        total = pl.col("score").sum().over(PASSAGE_AND_SIZE)
+        return scored.with_columns(pl.col("score") / (1.0 + total))
+
+
+class NoApi:
+    name = "no-api"
+
+    def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+        return SqrtLexical().score(chunks, questions)
+
+
 @pytest.mark.parametrize(("scorer", "promise"), [
     (Noisy(), "deterministic"),
     (BatchRelative(), "batch-consistent"),
+    (SummedInRowOrder(), "batch-consistent"),
     (DropsARow(), "returns the chunks it got"),
-], ids=["noisy", "batch-relative", "drops-a-row"])
+    (PassageMax(), "a finite score for every chunk"),
+    (LogScore(), "a finite score for every chunk"),
+    (NullForNoTerm(), "a finite score for every chunk"),
+    (NoApi(), "declares the plugin API it is written for"),
+], ids=["noisy", "batch-relative", "summed-in-row-order", "drops-a-row", "passage-max",
+        "log-score", "null-for-no-term", "no-api-version"])
 def test_a_broken_scorer_fails_its_check(scorer: Any, promise: str) -> None:
     with pytest.raises(AssertionError, match=f"contract \\({re.escape(promise)}\\)"):
         check_scorer(scorer)
+
+
+def test_a_scorer_dividing_by_its_passages_best_is_caught_on_the_case_that_bites() -> None:
+    """The failure names the chunk, the value and the sample case it fails on, with what that
+    case is there to catch."""
+    with pytest.raises(AssertionError) as caught:
+        check_scorer(PassageMax())
+    assert str(caught.value).startswith(
+        "scorer 'sqrt-lexical' breaks its contract (a finite score for every chunk): chunk "
+        "('kit-parking', ")
+    assert "scores nan (sample case kit-parking: no sentence of the passage holds a term of " \
+        "its question" in str(caught.value)
+    with pytest.raises(AssertionError, match=r"scores -inf; NaN or inf is what a division by "
+                                             r"zero \(or the log of zero\) gives"):
+        check_scorer(LogScore())
 
 
 # -- Backends: the fault suite ------------------------------------------------------------------

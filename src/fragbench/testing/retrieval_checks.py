@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 PASSAGE = ("case", "lang", "variant")
+"""The columns that name a passage (one passage language, in one sentence order)."""
 
 
 # -- Chunkers -----------------------------------------------------------------------------------
@@ -240,7 +241,8 @@ def _scores(frame: pl.DataFrame, who: str, chunks: pl.DataFrame
         score = row["score"]
         if score is None or (isinstance(score, float) and not math.isfinite(score)):
             raise fail(who, "a finite score for every chunk", f"chunk {key} scores "
-                        f"{score!r}{_bite(key)}; NaN or inf is what a division by zero gives")
+                        f"{score!r}{_bite(key)}; NaN or inf is what a division by zero (or "
+                        "the log of zero) gives")
         found[key] = score
     lost = [k for k in given if k not in found]
     if lost:

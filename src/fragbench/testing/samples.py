@@ -6,10 +6,13 @@ decimal commas, accents, a passage of five sentences (so that chunk sizes 2 and 
 last chunk) and one of two (shorter than chunk size 3), each shown in two orders. And the cases
 that bite (`BITES`): passages in which no sentence holds a term of the question (every chunk
 scores zero: a scorer that divides by its passage's best score gives 0/0 = NaN), questions with
-no term once stopwords are dropped (English "What is it?") or none at all (French "?"), and
-one-sentence passages (shorter than any chunk size). It is built in code rather than read from
-the repository's `corpus/`, which an installed fragbench does not ship. The frames come from the core's own builders (`fragbench.corpus.sentences_frame`,
-`questions_frame`), so a plugin sees exactly the columns the core passes, new ones included.
+no term once stopwords are dropped (English "What is it?") or none at all (French "?"),
+one-sentence passages (shorter than any chunk size), and a ten-sentence passage in which many
+chunks match (a sum of their scores taken in another order can differ in its last bit). It is
+built in code rather than read from the repository's `corpus/`, which an installed fragbench
+does not ship. The frames come from the core's own builders
+(`fragbench.corpus.sentences_frame`, `questions_frame`), so a plugin sees exactly the columns the
+core passes, new ones included.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ if TYPE_CHECKING:
     from fragbench.plan import PlannedCall
 
 NNBSP = "\u202f"
+"""U+202F NARROW NO-BREAK SPACE, as French writes it before %, € and ?."""
 NBSP = "\u00a0"
+"""U+00A0 NO-BREAK SPACE, as French writes it inside « »."""
 
 _CASES: list[dict[str, Any]] = [
     {
@@ -140,12 +145,57 @@ _CASES += [
     },
 ]
 
+_CASES += [
+    {
+        "id": "kit-delivery",
+        "conditions": ("L2", "L8"),
+        "variants": {"A": tuple(f"L{i}" for i in range(1, 11)),
+                     "B": ("L6", "L1", "L9", "L3", "L10", "L5", "L2", "L8", "L4", "L7")},
+        "langs": {
+            "en": {
+                "source": "Kit Translations — Delivery",
+                "question": "How long does delivery take to Lyon, Paris or Nice?",
+                "facts": {
+                    "L1": "Delivery to Paris takes two days.",
+                    "L2": "Delivery to Lyon takes three days, as long as the order is paid.",
+                    "L3": "Nice is served on Tuesdays.",
+                    "L4": "Long parcels cost more to deliver.",
+                    "L5": "Lyon and Paris share one warehouse.",
+                    "L6": "Returns take a week.",
+                    "L7": "Delivery is free above €50.",
+                    "L8": "Nice, Lyon and Paris offer pickup points for every delivery.",
+                    "L9": "A parcel may take longer in August.",
+                    "L10": "Tracking numbers are sent by text message.",
+                },
+            },
+            "fr": {
+                "source": "Kit Traductions — Livraison",
+                "question": f"Combien de temps prend la livraison à Lyon, Paris ou Nice{NNBSP}?",
+                "facts": {
+                    "L1": "La livraison à Paris prend deux jours.",
+                    "L2": "La livraison à Lyon prend trois jours, une fois la commande payée.",
+                    "L3": "Nice est desservie le mardi.",
+                    "L4": "Les colis longs coûtent plus cher à livrer.",
+                    "L5": "Lyon et Paris partagent un entrepôt.",
+                    "L6": "Les retours prennent une semaine.",
+                    "L7": f"La livraison est offerte au-delà de 50{NNBSP}€.",
+                    "L8": "Nice, Lyon et Paris ont des points relais pour chaque livraison.",
+                    "L9": "Un colis peut prendre plus de temps en août.",
+                    "L10": "Les numéros de suivi sont envoyés par SMS.",
+                },
+            },
+        },
+    },
+]
+
 BITES = {
     "kit-parking": "no sentence of the passage holds a term of its question: every chunk "
                    "scores zero",
     "kit-vague": "the question has no term once stopwords are dropped (en: \"What is it?\") "
                  "or none at all (fr: \"?\")",
     "kit-museum": "a passage of one sentence, shorter than any chunk size",
+    "kit-delivery": "a passage of ten sentences with many matching chunks: scores added in "
+                    "another order can differ in their last bit",
 }
 """The sample cases that catch what a well-behaved corpus hides, by case ID: what a check's
 failure on them says about the plugin."""
@@ -159,12 +209,16 @@ INSTRUCTIONS = {
           "ci-dessous. Étayez chaque affirmation par des citations : l’identifiant de la phrase "
           "et un extrait recopié mot pour mot. Répondez en français, en JSON selon le schéma.",
 }
+"""The system instructions per language (`Request.instructions` of the sample calls)."""
 INPUT = {
     "en": "Source: {source}\nQuestion: {question}\nSentences:\n{sentences}",
     "fr": "Source : {source}\nQuestion : {question}\nPhrases :\n{sentences}",
 }
+"""The user input's template per language (`Request.input` of the sample calls)."""
 SENTENCE = "[{id}] {text}"
+"""How one supplied sentence is written into the input: its fact ID, then its text."""
 SCHEMA_NAME = "cited_answer"
+"""The structured-output schema's name (`Request.schema_name` of the sample calls)."""
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -223,10 +277,14 @@ class CharacterWindows:
     chunker."""
 
     name = "fragbench-testing-character-windows"
+    """Its name (it is never registered)."""
     api_version = "1.0"
+    """The plugin API it is written for."""
     output = "spans"
+    """It returns character spans (`fragbench.interfaces.Chunker`)."""
 
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+        """One row per window: case, lang, variant, chunk, start, end."""
         import polars as pl
 
         from fragbench.corpus import PASSAGE_SEPARATOR
