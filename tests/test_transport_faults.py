@@ -137,3 +137,27 @@ def test_an_unusable_endpoint_in_the_environment_is_refused_before_anything(
     assert "nothing was sent" in line and "hunter2pass" not in result.stderr
     assert len(server.requests) == 0
     assert not series_dir.exists() and not any(ledger_store.iterdir())
+
+
+def test_a_refused_connect_on_a_client_of_its_own_is_never_sent() -> None:
+    """A backend on an HTTP client of its own hands `connection_failure` whatever its client
+    raised: a plain ConnectionRefusedError (a socket's), or one wrapped the way urllib wraps
+    it, proves nothing was written (only a TCP connect raises it). A reset after connecting
+    proves nothing: the request may have gone."""
+    import urllib.error
+    import urllib.request
+
+    from fragbench.transport import connection_failure
+
+    port = free_port()
+    with pytest.raises(ConnectionRefusedError) as plain:
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()
+    with pytest.raises(urllib.error.URLError) as wrapped:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1", data=b"{}", timeout=10)
+    for error in (plain.value, wrapped.value):
+        failure = connection_failure(error, "MINE_BASE_URL")
+        assert failure.never_sent, error
+        assert failure.kind == "connection" and NEVER_SENT in failure.message
+        assert "connection refused (ConnectionRefusedError)" in failure.message
+    reset = connection_failure(ConnectionResetError(104, "reset"), "MINE_BASE_URL")
+    assert not reset.never_sent and MAY_BE_BILLED in reset.message

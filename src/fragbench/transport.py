@@ -47,9 +47,13 @@ if TYPE_CHECKING:
     from fragbench.wire import Exchange
 
 T = TypeVar("T")
+"""What `within`'s `work` returns, and so `within` too."""
 
 MAY_BE_BILLED = "the server may have received and billed it"
+"""The words a BackendFailure's message ends with when the request may have reached the server
+(the reservation stays counted)."""
 NEVER_SENT = "the request never left this machine and nothing was billed"
+"""The words a BackendFailure's message ends with when `never_sent` is proven."""
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """The default bound on a response body, after decompression: 4 MiB, about a thousand times a
@@ -130,11 +134,7 @@ def no_redirects(client_class: type, timeout: float, proxy: str | None = None) -
     none; the environment's proxy variables are never read (`trust_env=False`). The SDK may set
     `follow_redirects` per request, which would override a client-wide setting; overriding
     `send`, through which every request goes, holds whatever the SDK passes."""
-    from fragbench.wire import WireTransport
-
-    address = check_proxy(proxy) if proxy else None
-    wire = WireTransport(timeout, proxy=address, proxy_url=proxy.rstrip("/") if proxy else None,
-                         max_body=MAX_BODY_BYTES)
+    wire = _wire(timeout, proxy)
 
     class NoRedirects(client_class):  # type: ignore[misc, valid-type]
         def send(self, request: Any, **kwargs: Any) -> Any:
@@ -145,6 +145,16 @@ def no_redirects(client_class: type, timeout: float, proxy: str | None = None) -
                          trust_env=False)
     client.wire = wire
     return client
+
+
+def _wire(timeout: float, proxy: str | None) -> Any:
+    """fragbench's transport (`fragbench.wire.WireTransport`), through the config's `proxy`
+    (checked by `check_proxy`) or none."""
+    from fragbench.wire import WireTransport
+
+    address = check_proxy(proxy) if proxy else None
+    return WireTransport(timeout, proxy=address, proxy_url=proxy.rstrip("/") if proxy else None,
+                         max_body=MAX_BODY_BYTES)
 
 
 # -- Endpoints, keys, proxies ---------------------------------------------------------------------
@@ -267,6 +277,7 @@ class Route:
     key: str | None
     """The key to send, or None for a backend that sends none."""
     key_env: str | None
+    """The environment variable the key came from (named, never shown), or None."""
 
 
 def route(params: Mapping[str, Any], *, url_env: str, default_url: str,
@@ -381,31 +392,150 @@ def check_types(params: dict[str, Any], required: dict[str, type | tuple[type, .
 
 def connection_failure(exc: BaseException, env_var: str, started: bool | None = None
                        ) -> BackendFailure:
-    """A BackendFailure for an SDK connection error, never_sent only where that is proven:
-    `started` is whether fragbench's transport wrote a byte of the request (False proves it
-    never left; None when the request did not go through that transport, and then only the
-    error's type can prove it)."""
+    """A BackendFailure for a connection error (an SDK's, httpx2's, or a plain OSError from a
+    client of the backend's own), never_sent only where that is proven: `started` is whether
+    fragbench's transport wrote a byte of the request (False proves it never left; None when
+    the request did not go through that transport, and then only the error's type can prove
+    it: httpx2's ConnectError, or a ConnectionRefusedError at its root, which a TCP connect
+    alone raises, before anything is written)."""
     import httpx2
 
-    cause = exc.__cause__
+    cause = exc if isinstance(exc, httpx2.HTTPError) else exc.__cause__
     root = innermost(exc)
     ours = isinstance(root, httpx2.HTTPError)  # the transport's own words, not an OSError
     detail = str(root) if ours and str(root) else \
-        type(root).__name__ if root is not exc else "no detail"
+        type(root).__name__ if root is not exc or isinstance(root, OSError) else "no detail"
+    refused = isinstance(root, ConnectionRefusedError)  # only a TCP connect raises it
     if isinstance(cause, httpx2.UnsupportedProtocol) and started is not True:
         return BackendFailure("connection", "the endpoint's URL scheme is neither http nor "
                               f"https (check {env_var} or the config's base_url); {NEVER_SENT}",
                               never_sent=True)
-    if started is False or (started is None and isinstance(cause, httpx2.ConnectError)):
-        what = "connection refused" if isinstance(root, ConnectionRefusedError) else \
-            "the connection could not be opened"
+    if started is False or (started is None and (refused or isinstance(cause,
+                                                                      httpx2.ConnectError))):
+        what = "connection refused" if refused else "the connection could not be opened"
         return BackendFailure("connection", f"{what} ({detail}); {NEVER_SENT}", never_sent=True)
     return BackendFailure("connection", f"connection error ({detail}); {MAY_BE_BILLED}")
 
 
 # -- The session ----------------------------------------------------------------------------------
 
-class SDKSession:
+class _Session:
+    """What SDKSession and JSONSession share: `send`, the way every call is made, read and
+    classified (their docstrings say what a backend can rely on). A subclass says how one
+    request is made (`_call`), whether it went through fragbench's transport (`_on_wire`),
+    and which of its errors are a timeout or a failed connection (`_kind`)."""
+
+    on_body: Callable[[str, int], None] | None = None
+    max_body_bytes: int = MAX_BODY_BYTES
+
+    timeout: float
+    env_var: str
+    request_id_header: str
+    read: Callable[[Any, str, str | None], Reply]
+    what: str
+    endpoint: str
+    proxy: str | None
+    abandoned: bool
+
+    def _prepare(self, request: Request) -> Any:
+        """What `_call` sends for `request`, built before the clock starts."""
+        return request
+
+    def _call(self, exchange: Exchange, prepared: Any) -> Any:
+        raise NotImplementedError
+
+    def _on_wire(self) -> bool:
+        """Whether the request goes through fragbench's transport (which fills the exchange
+        and knows whether a byte was written)."""
+        return True
+
+    def _kind(self, error: Exception | None) -> str | None:
+        """`timeout`, `connection`, or None for any other error of the client."""
+        raise NotImplementedError
+
+    def send(self, request: Request) -> Reply:
+        from fragbench.wire import Exchange
+
+        prepared = self._prepare(request)
+        exchange = Exchange(time.monotonic() + self.timeout, self.max_body_bytes, managed=True)
+        error: Exception | None = None
+        result: Any = None
+        try:
+            result = within(self.timeout, lambda: self._call(exchange, prepared),
+                            grace=DEADLINE_GRACE)
+        except PastDeadline:
+            self.abandoned = True
+            raise BackendFailure("timeout", f"the request timed out after {self.timeout:g} s; "
+                                 f"{MAY_BE_BILLED}") from None
+        except Exception as exc:  # the client's; read below with what the transport saw
+            error = exc
+        # Looked up at each call, not once: a backend may swap its client after the session
+        # is built (its own HTTP client gets the body bound only after the fact, and no proof
+        # of a request never sent).
+        on_wire = self._on_wire()
+        if not on_wire:
+            _from_sdk(exchange, result, error)
+        status = exchange.status
+        raw = exchange.text() if status is not None else None
+        request_id = (exchange.header(self.request_id_header) or "")[:200] or None
+        if self.on_body is not None and status is not None and (
+                exchange.complete or exchange.failure is not None):
+            self.on_body(raw or "", status)
+        if exchange.failure is not None:
+            kind, message = exchange.failure
+            raise BackendFailure(kind, message, http_status=status, raw=raw,
+                                 request_id=request_id)
+        if status is None or not exchange.complete:
+            raise self._failure(error, exchange, raw, on_wire) from None
+        if not 200 <= status < 300:
+            # A redirect is never followed: that would send the call a second request (307,
+            # 308) or turn it into another one (a GET after 301/302/303).
+            note = f": a redirect, not followed; {MAY_BE_BILLED}" if 300 <= status < 400 else ""
+            raise BackendFailure("http_error", f"HTTP {status} from the API{note}",
+                                 http_status=status, raw=raw, request_id=request_id)
+        return self._read(raw or "", exchange.readable(), status, request_id)
+
+    def _failure(self, error: Exception | None, exchange: Exchange, raw: str | None,
+                 on_wire: bool) -> BackendFailure:
+        """No whole response came back: why, and whether the request provably never left
+        (only fragbench's transport can prove it: it knows whether a byte was written)."""
+        started = exchange.started if on_wire else None
+        kind = self._kind(error)
+        if kind == "timeout":
+            if started is False:
+                return BackendFailure("timeout", f"the connection could not be opened within "
+                                      f"{self.timeout:g} s; {NEVER_SENT}", never_sent=True)
+            return BackendFailure("timeout", f"the request timed out after {self.timeout:g} s; "
+                                  f"{MAY_BE_BILLED}", raw=raw)
+        if kind == "connection" and error is not None:
+            failure = connection_failure(error, self.env_var, started)
+            failure.raw = raw
+            return failure
+        what = f" ({type(error).__name__})" if error is not None else ""
+        return BackendFailure("bad_response", f"the response could not be read{what}",
+                              raw=raw, never_sent=started is False)
+
+    def _read(self, text: str, readable: str, status: int, request_id: str | None) -> Reply:
+        """`readable` parsed (bounded) and read; `text`, the body with invalid bytes escaped,
+        is what is kept as raw."""
+        from fragbench.bounded_json import BodyError, loads
+
+        try:
+            body = loads(readable)
+        except BodyError as exc:
+            raise BackendFailure(exc.kind, exc.message, raw=text, http_status=status,
+                                 request_id=request_id) from None
+        try:
+            return self.read(body, text, request_id)
+        except BackendFailure:
+            raise
+        except Exception as exc:
+            raise BackendFailure("bad_body", f"the body is not a readable {self.what} "
+                                 f"({type(exc).__name__})", raw=text,
+                                 request_id=request_id) from None
+
+
+class SDKSession(_Session):
     """A session (`fragbench.interfaces.Session`) over an SDK built on httpx2 (openai,
     anthropic: the same exception classes under the same names).
 
@@ -441,9 +571,6 @@ class SDKSession:
     client's connections, proxies and decoding are its own, and the fault suite says so.
     """
 
-    on_body: Callable[[str, int], None] | None = None
-    max_body_bytes: int = MAX_BODY_BYTES
-
     def __init__(self, sdk: Any, client: Any, *, timeout: float, env_var: str,
                  request_id_header: str, post: Callable[[Request], Any],
                  read: Callable[[Any, str, str | None], Reply], what: str) -> None:
@@ -451,101 +578,106 @@ class SDKSession:
         self.request_id_header, self.post, self.read, self.what = (request_id_header, post,
                                                                    read, what)
         self.endpoint = public_url(str(client.base_url), env_var)
+        """The client's base URL as it may be recorded (`public_url`)."""
         self.abandoned = False
+        """True once a request was left running past the outer deadline (`within`)."""
         wire = getattr(getattr(client, "_client", None), "wire", None)
-        self.proxy: str | None = getattr(wire, "proxy_url", None)
+        self.proxy = getattr(wire, "proxy_url", None)
+        """The config's proxy as recorded (`http://host:port`), or None."""
         if wire is not None and self.endpoint.startswith("https:"):
             wire.tls()  # certificates unreadable: refused here, before any call
 
-    def _call(self, exchange: Exchange, request: Request) -> Any:
+    def _call(self, exchange: Exchange, prepared: Any) -> Any:
         from fragbench.wire import calling
 
         with calling(exchange):
-            return self.post(request)
+            return self.post(prepared)
 
-    def send(self, request: Request) -> Reply:
-        from fragbench.wire import Exchange
+    def _on_wire(self) -> bool:
+        return getattr(getattr(self.client, "_client", None), "wire", None) is not None
 
-        exchange = Exchange(time.monotonic() + self.timeout, self.max_body_bytes, managed=True)
-        error: Exception | None = None
-        result: Any = None
-        try:
-            result = within(self.timeout, lambda: self._call(exchange, request),
-                            grace=DEADLINE_GRACE)
-        except PastDeadline:
-            self.abandoned = True
-            raise BackendFailure("timeout", f"the request timed out after {self.timeout:g} s; "
-                                 f"{MAY_BE_BILLED}") from None
-        except Exception as exc:  # the SDK's; read below with what the transport saw
-            error = exc
-        # Looked up at each call, not once: a backend may swap `self.client` after the session
-        # is built (its own HTTP client gets the body bound only after the fact, and no proof
-        # of a request never sent).
-        on_wire = getattr(getattr(self.client, "_client", None), "wire", None) is not None
-        if not on_wire:
-            _from_sdk(exchange, result, error)
-        status = exchange.status
-        raw = exchange.text() if status is not None else None
-        request_id = (exchange.header(self.request_id_header) or "")[:200] or None
-        if self.on_body is not None and status is not None and (
-                exchange.complete or exchange.failure is not None):
-            self.on_body(raw or "", status)
-        if exchange.failure is not None:
-            kind, message = exchange.failure
-            raise BackendFailure(kind, message, http_status=status, raw=raw,
-                                 request_id=request_id)
-        if status is None or not exchange.complete:
-            raise self._failure(error, exchange, raw, on_wire) from None
-        if not 200 <= status < 300:
-            # A redirect is never followed: that would send the call a second request (307,
-            # 308) or turn it into another one (a GET after 301/302/303).
-            note = f": a redirect, not followed; {MAY_BE_BILLED}" if 300 <= status < 400 else ""
-            raise BackendFailure("http_error", f"HTTP {status} from the API{note}",
-                                 http_status=status, raw=raw, request_id=request_id)
-        return self._read(raw or "", exchange.readable(), status, request_id)
-
-    def _failure(self, error: Exception | None, exchange: Exchange, raw: str | None,
-                 on_wire: bool) -> BackendFailure:
-        """No whole response came back: why, and whether the request provably never left
-        (only fragbench's transport can prove it: it knows whether a byte was written)."""
-        sdk = self.sdk
-        started = exchange.started if on_wire else None
-        if isinstance(error, sdk.APITimeoutError):
-            if started is False:
-                return BackendFailure("timeout", f"the connection could not be opened within "
-                                      f"{self.timeout:g} s; {NEVER_SENT}", never_sent=True)
-            return BackendFailure("timeout", f"the request timed out after {self.timeout:g} s; "
-                                  f"{MAY_BE_BILLED}", raw=raw)
-        if isinstance(error, sdk.APIConnectionError):
-            failure = connection_failure(error, self.env_var, started)
-            failure.raw = raw
-            return failure
-        what = f" ({type(error).__name__})" if error is not None else ""
-        return BackendFailure("bad_response", f"the response could not be read{what}",
-                              raw=raw, never_sent=started is False)
-
-    def _read(self, text: str, readable: str, status: int, request_id: str | None) -> Reply:
-        """`readable` parsed (bounded) and read; `text`, the body with invalid bytes escaped,
-        is what is kept as raw."""
-        from fragbench.bounded_json import BodyError, loads
-
-        try:
-            body = loads(readable)
-        except BodyError as exc:
-            raise BackendFailure(exc.kind, exc.message, raw=text, http_status=status,
-                                 request_id=request_id) from None
-        try:
-            return self.read(body, text, request_id)
-        except BackendFailure:
-            raise
-        except Exception as exc:
-            raise BackendFailure("bad_body", f"the body is not a readable {self.what} "
-                                 f"({type(exc).__name__})", raw=text,
-                                 request_id=request_id) from None
+    def _kind(self, error: Exception | None) -> str | None:
+        if isinstance(error, self.sdk.APITimeoutError):
+            return "timeout"
+        return "connection" if isinstance(error, self.sdk.APIConnectionError) else None
 
     def close(self) -> None:
+        """Close the SDK client, unless a request was abandoned (it may still use it)."""
         if not self.abandoned:
             self.client.close()
+
+
+class JSONSession(_Session):
+    """A session (`fragbench.interfaces.Session`) for a JSON-over-HTTP API that fragbench ships
+    no SDK for: the backend says where a call goes and what it sends, and fragbench's own
+    transport (`fragbench.wire`) sends it, with every promise of SDKSession (whose docstring
+    lists them): one connection per call (`Connection: close`), no redirect followed (a 3xx is
+    an `http_error`), a response that may not be this call's refused, the body bounded after
+    decompression (`max_body_bytes`), the deadline on every socket operation, `on_body` before
+    any parsing, the body parsed bounded then handed to `read`, `never_sent` only where proven,
+    no proxy from the environment (only `proxy`, the config's, checked by `check_proxy`), and
+    for an https `base_url` the certificates checked here, before any call.
+
+    - `base_url`: the API's base URL (from `route`: checked, the environment's first);
+    - `path(request)`: what follows it for this call, e.g.
+      `f"/v1beta/models/{quote(model, safe='')}:generateContent"`;
+    - `headers`: the request's headers (the key among them, from `key_from_env`), or a
+      callable of the request giving them; `content-type: application/json` is added unless
+      given. Never logged or recorded: only the response body is kept;
+    - `body(request)`: the JSON value to send (serialized here, UTF-8);
+    - `read(body, text, request_id)`: the Reply from the parsed body, as for SDKSession.
+
+    A builder that raises is a `bad_request` BackendFailure with `never_sent=True`: nothing
+    was sent. `close()` has nothing to close (no connection outlives its call).
+    """
+
+    def __init__(self, base_url: str, *, path: Callable[[Request], str],
+                 headers: Mapping[str, str] | Callable[[Request], Mapping[str, str]],
+                 body: Callable[[Request], Any], read: Callable[[Any, str, str | None], Reply],
+                 timeout: float, env_var: str, request_id_header: str, what: str,
+                 proxy: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.path, self.headers, self.body = path, headers, body
+        self.read, self.timeout, self.env_var = read, timeout, env_var
+        self.request_id_header, self.what = request_id_header, what
+        self.endpoint = public_url(base_url, env_var)
+        self.abandoned = False
+        self.wire = _wire(timeout, proxy)
+        self.proxy = self.wire.proxy_url
+        if self.endpoint.startswith("https:"):
+            self.wire.tls()  # certificates unreadable: refused here, before any call
+
+    def _prepare(self, request: Request) -> Any:
+        import json
+
+        import httpx2
+
+        try:
+            given = self.headers(request) if callable(self.headers) else self.headers
+            headers = {"content-type": "application/json", **dict(given)}
+            data = json.dumps(self.body(request), ensure_ascii=False).encode("utf-8")
+            return httpx2.Request("POST", self.base_url + self.path(request), headers=headers,
+                                  content=data)
+        except Exception as exc:
+            raise BackendFailure("bad_request", f"the request could not be built "
+                                 f"({type(exc).__name__}); {NEVER_SENT}",
+                                 never_sent=True) from None
+
+    def _call(self, exchange: Exchange, prepared: Any) -> Any:
+        from fragbench.wire import calling
+
+        with calling(exchange):
+            return self.wire.handle_request(prepared)
+
+    def _kind(self, error: Exception | None) -> str | None:
+        import httpx2
+
+        if isinstance(error, httpx2.TimeoutException):
+            return "timeout"
+        return "connection" if isinstance(error, httpx2.TransportError) else None
+
+    def close(self) -> None:
+        return None
 
 
 def _from_sdk(exchange: Exchange, result: Any, error: Exception | None) -> None:

@@ -33,7 +33,6 @@ from fragbench.testing import samples
 from fragbench.testing.loopback import (
     Action,
     Server,
-    answer_for,
     drop,
     edited,
     followed_by,
@@ -238,8 +237,7 @@ class _Suite:
         """`ok()` options for a valid answer with the kit's usage (and the contract's tier,
         when it has one)."""
         base: dict[str, Any] = {"usage": self.usage}
-        if self.contract.service_tier is not None or self.shape.name == "chat":
-            # A chat server names no tier unless asked for one (vLLM, llama.cpp, ...).
+        if self.contract.service_tier is not None:
             base["service_tier"] = self.contract.service_tier
         return {**base, **options}
 
@@ -359,7 +357,7 @@ class _Suite:
             if request["method"] != "POST":
                 raise fail(self.who, NO_REDIRECT, f"{name}: request {number + 1} is a "
                             f"{request['method']} {request['path']}: a redirect was followed")
-            if request["path"].split("?")[0] != self.shape.path:
+            if not self.shape.matches(request["path"].split("?")[0]):
                 raise fail(self.who, "points where it is told", f"{name}: request "
                             f"{number + 1} went to {request['path']}, the {self.shape.name} "
                             f"API is at {self.shape.path} (base URL {self.server.base_url})")
@@ -414,7 +412,7 @@ class _Suite:
                             f"recorded as {outcome.get('status')!r}, not 'completed'"
                             f"{self.failure_text(ran, seq)}")
             self.cost_is(name, ran, seq)
-            sent = answer_for(ran.requests[seq - 1]["body"])
+            sent = self.shape.default_answer(ran.requests[seq - 1])
             if outcome.get("text") != sent:
                 raise fail(self.who, READS, f"{name}: call {seq}'s answer is recorded as "
                             f"{outcome.get('text')!r}; the server sent {sent!r}")
@@ -542,13 +540,15 @@ class _Suite:
                         "call to the next lets a second response written after one answer be "
                         "read as the next call's (build the SDK client with fragbench.transport"
                         ".no_redirects)")
+        where = f"the path {self.shape.path}" if "{model}" in self.shape.path else \
+            f"the body's {self.shape.model_key}"
         for number, request in enumerate(ran.requests):
-            body = request["body"]
-            if body.get("model") != self.contract.model:
+            model = self.shape.model_of(request)
+            if model != self.contract.model:
                 raise fail(self.who, CONTRACT, f"{name}: request {number + 1} asks for model "
-                            f"{body.get('model')!r}, the contract declares "
+                            f"{model!r} (read from {where}), the contract declares "
                             f"{self.contract.model!r}")
-            limits = {k: body[k] for k in self.shape.limit_keys if k in body}
+            limits = self.shape.limits_of(request)
             # Every limit the request sets must be the ceiling: a server applies whichever it
             # prefers (vLLM takes max_completion_tokens over max_tokens).
             if not limits or set(limits.values()) != {self.contract.output_ceiling}:
@@ -577,7 +577,7 @@ class _Suite:
     def redirects(self) -> None:
         for code in (307, 302):
             name = f"HTTP {code} redirect back to the endpoint at call 2"
-            ran = self.run(name, {1: redirect(code, self.server.url)})
+            ran = self.run(name, {1: redirect(code, self.server.url_for(self.contract.model))})
             self.stopped(name, ran, 2, "technical_failure", NO_REDIRECT)
             self.counted_at_reservation(name, ran, 2)
 
@@ -656,6 +656,8 @@ class _Suite:
 
         faults: dict[str, Action] = {"no usage at call 2": self.answer(usage="omit")}
         for field in COST_FIELDS:
+            if field in self.shape.omitted_when_zero and field in self.contract.usage_fields:
+                continue  # absent means zero in this API: no way to say "unknown" by absence
             if field in self.contract.usage_fields and field in self.shape.fields:
                 def lacking(number: int, field: str = field) -> Usage:
                     return attrs.evolve(self.usage(number), **{field: None})
@@ -675,8 +677,9 @@ class _Suite:
         faults["more output tokens than the ceiling at call 2"] = self.answer(usage=too_long)
         tier = self.contract.service_tier
         other = "priority" if tier != "priority" else "flex"
-        # Another tier than the contract's, or any tier when the contract names none.
-        faults[f"service tier {other!r} at call 2"] = self.answer(service_tier=other)
+        if self.shape.reports_tier:
+            # Another tier than the contract's, or any tier when the contract names none.
+            faults[f"service tier {other!r} at call 2"] = self.answer(service_tier=other)
         for name, action in faults.items():
             ran = self.run(name, {1: action})
             self.stopped(name, ran, 2, "unknown_cost", COST)
@@ -719,15 +722,15 @@ class _Suite:
                                              cache_write_tokens=0, output_tokens=1000,
                                              reasoning_tokens=0), self.contract.service_tier)
         faults = {
-            "a repeated usage at call 2": edited(
-                lambda text: '{"usage": ' + json.dumps(dearer) + ", " + text[1:],
-                **self.options()),
-            "a repeated model at call 2": edited(
-                lambda text: '{"model": "kit-other-model", ' + text[1:], **self.options()),
+            "a repeated usage at call 2": (self.shape.usage_key, edited(
+                lambda text: json.dumps({self.shape.usage_key: dearer})[:-1] + ", " + text[1:],
+                **self.options())),
+            "a repeated model at call 2": (self.shape.answer_model_key, edited(
+                lambda text: json.dumps({self.shape.answer_model_key: "kit-other-model"})[:-1]
+                + ", " + text[1:], **self.options())),
         }
-        for name, action in faults.items():
+        for name, (key, action) in faults.items():
             self.stopped_counted(name, ran := self.run(name, {1: action}), ONE_READING)
-            key = name.split()[2]
             if self.kept(ran, 2).count(f'"{key}"') < 2:
                 raise fail(self.who, ONE_READING, f"{name}: the body is not kept as it came "
                             f"(both {key!r} keys); the outcome's raw is "
@@ -970,6 +973,10 @@ def check_backend(backend: Any, params: Mapping[str, Any], server: Server, *,
         raise fail(who, CONTRACT, f"contract(params) returned {type(contract).__name__}, not "
                     "a fragbench.interfaces.Contract")
     problems = contract.problems()
+    if contract.service_tier is not None and not shape.reports_tier:
+        problems.append(f"it names the service tier {contract.service_tier!r}, but the "
+                        f"{shape.name} API never reports one: every call's cost would be "
+                        "unknown")
     if problems:
         raise fail(who, CONTRACT, "; ".join(problems))
     with contextlib.ExitStack() as stack:

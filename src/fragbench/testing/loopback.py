@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import sys
 import threading
 import time
@@ -62,17 +63,21 @@ import zlib
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from fragbench.interfaces import COST_FIELDS, Usage
 
 API_SHAPES = ("responses", "chat", "messages")
+"""The names of the built-in API shapes (`Server(name)`)."""
 SNAPSHOT = "-2026-09-30"
 """The date suffix the OpenAI shapes add to the requested model, as the API answers a model
 alias with a dated snapshot of it."""
 
 OPENAI_ACCOUNT = ("openai-organization", "org-SECRETACCOUNT123")
+"""The account header the OpenAI shapes send with every response: an account id that must
+never be written or printed (the fault suite looks for it)."""
 ANTHROPIC_ACCOUNT = ("anthropic-organization-id", "9f2c41d7-account-5e1b-8a36-c0ffee5ecre7")
+"""The account header the Messages shape sends with every response (as OPENAI_ACCOUNT)."""
 
 
 # -- What a client asked ------------------------------------------------------------------------
@@ -110,21 +115,33 @@ def user_text(body: Any) -> str:
 
 def supplied_lines(body: Any) -> list[tuple[str, str]]:
     """The supplied sentences, `[ID] text` lines of the user's text, as (ID, text)."""
+    return lines_in(user_text(body))
+
+
+def lines_in(text: str) -> list[tuple[str, str]]:
+    """The `[ID] text` lines of a user text, as (ID, text)."""
     found = []
-    for line in user_text(body).splitlines():
+    for line in text.splitlines():
         if line.startswith("[") and "] " in line:
-            fid, _, text = line[1:].partition("] ")
-            found.append((fid, text))
+            fid, _, rest = line[1:].partition("] ")
+            found.append((fid, rest))
     return found
 
 
 def answer_for(body: Any) -> str:
-    """A plausible structured answer: cite the first supplied sentence's first words."""
-    lines = supplied_lines(body)
+    """A plausible structured answer to a request body of a built-in shape (`answer_citing`
+    its user text)."""
+    return answer_citing(user_text(body))
+
+
+def answer_citing(text: str) -> str:
+    """A plausible structured answer to a user text: cite the first supplied sentence's first
+    words."""
+    lines = lines_in(text)
     citations = []
     if lines:
-        fid, text = lines[0]
-        citations.append({"id": fid, "extract": " ".join(text.split()[:5])})
+        fid, sentence = lines[0]
+        citations.append({"id": fid, "extract": " ".join(sentence.split()[:5])})
     return json.dumps({"answer": "See the cited sentence.", "citations": citations})
 
 
@@ -203,44 +220,178 @@ def message_body(text: str, *, model: str = "claude-loopback-1", stop_reason: st
     return body
 
 
-class Shape:
-    """One API: its path, its bodies, its usage fields, and its neutral fault forms.
+class Received(dict[str, Any]):
+    """One request as the server received it (an entry of `server.requests`): a dict with
+    `method`, `path` (with any query), `headers` (names in lower case), `body` (the JSON body,
+    `{}` when it was none) and `connection` (the number of the connection it came on). A dict,
+    so that `request["body"]` reads as before; a type of its own, so that a Shape can tell it
+    from a bare JSON body."""
 
-    The usage mapping is the point of the backend fault suite's cost check: the kit scripts a
-    usage in the core's terms (`fragbench.interfaces.Usage`: input tokens *including* cached
-    and cache-write tokens), writes it as this API reports it, and expects the backend to read
-    it back to the same core figures, so that the cost is what the frozen pricing says.
+    @classmethod
+    def of_body(cls, body: Any, path: str = "") -> Received:
+        """A request known only by its JSON body (what `Shape.body` is given by a caller that
+        has no recorded request)."""
+        return cls(method="POST", path=path, headers={}, body=body, connection=None)
+
+
+_MISSING = object()
+
+
+def field_at(value: Any, dotted: str) -> Any:
+    """The value at a dotted path (`generationConfig.maxOutputTokens`) in nested JSON objects,
+    or `_MISSING` where any step is absent or not an object. Each step is one dict look-up:
+    nothing is walked recursively."""
+    for step in dotted.split("."):
+        if not isinstance(value, dict) or step not in value:
+            return _MISSING
+        value = value[step]
+    return value
+
+
+class Shape:
+    """An API shape: everything the loopback server and the backend fault suite need to know
+    about one model API. Subclass it (set the attributes, write the methods marked "write
+    this"), then `Server(MyShape())` serves it and `check_backend(backend, params, server)`
+    runs every scenario through it. The three built-in shapes (`RESPONSES`, `CHAT`,
+    `MESSAGES`) are written this way.
+
+    The usage mapping is the point of the fault suite's cost check: the kit scripts a usage in
+    the core's terms (`fragbench.interfaces.Usage`: input tokens *including* cached and
+    cache-write tokens, output tokens *including* reasoning ones), the shape writes it as its
+    API reports it (`usage_body`), and the backend must read it back to the same core figures,
+    so that the cost is what the frozen pricing says.
+
+    Where a request says things (the suite checks every request through these, never
+    assuming a key of its own): the model asked for (`model_of`: the `{model}` segment of
+    `path`, else the body field `model_key`), the output-token limits (`limits_of`: the body
+    fields `limit_keys`), the user's text (`user_text`, which the default answer cites).
+    Field names are dotted paths into nested JSON objects (`generationConfig.maxOutputTokens`).
     """
 
+    # -- What the API is (set these) ----------------------------------------------------------
     name: str
+    """Its name, in messages and the server's thread name."""
     path: str
-    suffix: str
-    """What `base_url` adds to `http://127.0.0.1:PORT`."""
-    fields: frozenset[str]
-    """The core's cost fields this API can report (`fragbench.interfaces.COST_FIELDS`)."""
-    default_fields: frozenset[str]
-    """Those its default bodies carry (what the API reports without being asked more)."""
-    limit_keys: tuple[str, ...]
-    """Request fields that carry the output-token limit."""
+    """The request path. It may hold `{model}`, the model asked for (percent-encoded), as in
+    `/v1beta/models/{model}:generateContent`; any other request path is answered 404."""
+    suffix: str = ""
+    """What the backend's base URL adds to `http://127.0.0.1:PORT` (`Server.base_url`)."""
     key_env: str
+    """The variable the API's key is read from (check_backend's default `key_env`)."""
     url_env: str
-    request_id_header: str
-    account_header: tuple[str, str]
-    default_model: str
+    """The variable the base URL is read from (check_backend's default `url_env`)."""
+    request_id_header: str = "x-request-id"
+    """The response header carrying the request ID (every answer sends one)."""
+    account_header: tuple[str, str] = ("x-loopback-account", "acct-SECRETLOOPBACK4821")
+    """A response header naming the account (name, value): the value must never be written."""
+    default_model: str = "loopback-model"
+    """The model an answer names when the request names none."""
+    snapshot: str = ""
+    """What an answer adds to the model asked for (the OpenAI shapes answer an alias with a
+    dated snapshot, `-2026-09-30`)."""
+
+    # -- Where a request says things ---------------------------------------------------------
+    model_key: str | None = "model"
+    """The body field holding the model asked for; None when only the path holds it."""
+    limit_keys: tuple[str, ...] = ()
+    """The body fields that can carry the output-token limit: every one a request sets must be
+    the contract's ceiling, and it must set at least one."""
+
+    # -- What an answer says ------------------------------------------------------------------
+    usage_key: str = "usage"
+    """The top-level key of an answer holding its usage (the suite repeats it in one
+    scenario: a body with two usages is no response)."""
+    answer_model_key: str = "model"
+    """The top-level key of an answer naming its model (repeated the same way)."""
+    fields: frozenset[str] = frozenset()
+    """The core's cost fields this API can report (`fragbench.interfaces.COST_FIELDS`)."""
+    default_fields: frozenset[str] = frozenset()
+    """Those its default bodies carry (what the API reports without being asked more)."""
+    omitted_when_zero: frozenset[str] = frozenset()
+    """Cost fields the API leaves out when they are zero (Gemini's `cachedContentTokenCount`
+    when nothing was read from a cache): a backend reads them absent as zero, so the suite's
+    "a usage without FIELD" scenario, which needs absent to mean unknown, is not run for
+    them."""
+    reports_reasoning: bool = True
+    """Whether the API counts reasoning tokens apart (the default usage then has some)."""
+    reports_tier: bool = True
+    """Whether an answer can name the service tier it was served on. When False, the suite's
+    "another service tier" scenario is not run, and a contract naming a tier is refused."""
+
+    # -- Reading a request (override when the defaults do not fit) ----------------------------
+    def matches(self, path: str) -> bool:
+        """Whether a request path (its query left out) is this API's."""
+        return self._pattern().fullmatch(path) is not None
+
+    def path_for(self, model: str) -> str:
+        """The request path for `model` (`path` with `{model}` filled in)."""
+        return self.path.replace("{model}", quote(model, safe=""))
+
+    def _pattern(self) -> re.Pattern[str]:
+        before, marker, after = self.path.partition("{model}")
+        middle = "(?P<model>[^/]+?)" if marker else ""
+        return re.compile(re.escape(before) + middle + re.escape(after))
+
+    def model_of(self, request: Received) -> str | None:
+        """The model a request asks for: the `{model}` segment of its path when `path` has
+        one, else the body's `model_key` field; None when it names none (or not as a
+        string)."""
+        if "{model}" in self.path:
+            found = self._pattern().fullmatch(urlsplit(str(request.get("path", ""))).path)
+            if found:
+                return unquote(found["model"])
+        if self.model_key is None:
+            return None
+        model = field_at(request.get("body"), self.model_key)
+        return model if isinstance(model, str) else None
+
+    def limits_of(self, request: Received) -> dict[str, Any]:
+        """The output-token limits a request sets: `limit_keys` field -> value."""
+        body = request.get("body")
+        found = {key: field_at(body, key) for key in self.limit_keys}
+        return {key: value for key, value in found.items() if value is not _MISSING}
+
+    def user_text(self, request: Received) -> str:
+        """The user's text in a request (the default answer cites its first `[ID] sentence`
+        line). The default reads Responses `input` or the last message's `content`
+        (`user_text`); a shape whose requests put it elsewhere overrides this."""
+        return user_text(request.get("body"))
+
+    # -- Writing answers (write these) --------------------------------------------------------
+    def answer_body(self, text: str, *, number: int, model: str, usage: dict[str, Any] | None,
+                    **options: Any) -> dict[str, Any]:
+        """Write this: a valid answer body. `text` is the answer, `model` the model it names,
+        `usage` the usage object as `usage_body` wrote it (or as a test gave it raw), None to
+        leave it out; `number` the request's number (for IDs). `options` are the other `ok()`
+        options: `refusal`, `service_tier`, and the shape's own (a stop reason...)."""
+        raise NotImplementedError
+
+    def usage_body(self, usage: Usage, service_tier: str | None = None) -> dict[str, Any]:
+        """Write this: `usage`, in the core's terms, as the API reports it. A None field is
+        left out (the suite's "a usage without FIELD" scenarios); `service_tier` is the
+        answer's, for an API that reports it inside the usage."""
+        raise NotImplementedError
 
     def incomplete(self) -> dict[str, Any]:
-        """`ok()` options for an answer cut at the output limit (collection goes on)."""
+        """Write this: `ok()` options for an answer cut at the output limit (the backend
+        records it `incomplete`; collection goes on)."""
         raise NotImplementedError
 
     def unknown_status(self) -> dict[str, Any]:
-        """`ok()` options for a status or stop reason the core does not know (the series
-        stops)."""
+        """Write this: `ok()` options for a status or stop reason the core does not know (the
+        backend passes it on; the series stops)."""
         raise NotImplementedError
 
     def refused(self, text: str) -> dict[str, Any]:
-        """`ok()` options for a refusal (recorded; collection goes on)."""
+        """`ok()` options for a refusal (the backend records it with a `refusal`; collection
+        goes on). Default: the `refusal` option."""
         return {"refusal": text}
 
+    def error_body(self, message: str, kind: str = "server_error") -> dict[str, Any]:
+        """The body of an HTTP error (`http_error`, a 404 for a wrong path, a redirect's)."""
+        return {"error": {"message": message, "type": kind}}
+
+    # -- Given (what the server and the suite call) -------------------------------------------
     def default_usage(self, number: int) -> Usage:
         """Different for every request; fields this API lacks are None."""
         return Usage(
@@ -251,38 +402,49 @@ class Shape:
             reasoning_tokens=200 if self.reports_reasoning else None,
         )
 
-    reports_reasoning: bool = True
-
-    def usage_body(self, usage: Usage, service_tier: str | None = None) -> dict[str, Any]:
-        raise NotImplementedError
-
     def resolve_usage(self, usage: Any, number: int, service_tier: str | None) -> Any:
-        """The `usage` value of a body from an `ok(usage=...)` option."""
+        """The usage object of an answer from an `ok(usage=...)` option: a `Usage` (or a
+        callable of the request number giving one, or None for `default_usage`) written by
+        `usage_body`; a raw value as it is; None for `"omit"`."""
         if callable(usage):
             usage = usage(number)
         if usage is None:
             usage = self.default_usage(number)
         if isinstance(usage, Usage):
             return self.usage_body(usage, service_tier)
-        return usage
-
-    def body(self, text: str, *, number: int, request: Any, **options: Any) -> dict[str, Any]:
-        raise NotImplementedError
+        return None if usage == "omit" else usage
 
     def echo_model(self, request: Any) -> str:
-        """The model a well-behaved server answers with: the one asked for (dated snapshot for
-        the OpenAI shapes); the shape's default when the request names none."""
-        model = request.get("model") if isinstance(request, dict) else None
-        if not isinstance(model, str) or not model:
-            return self.default_model
-        return model + SNAPSHOT if self.name in ("responses", "chat") else model
+        """The model a well-behaved server answers with: the one asked for plus `snapshot`;
+        `default_model` when the request names none. `request`: a `Received`, or a JSON body
+        alone."""
+        if not isinstance(request, Received):
+            request = Received.of_body(request)
+        model = self.model_of(request)
+        return model + self.snapshot if model else self.default_model
 
-    def error_body(self, message: str, kind: str = "server_error") -> dict[str, Any]:
-        return {"error": {"message": message, "type": kind}}
+    def default_answer(self, request: Received) -> str:
+        """The answer `ok()` sends unless given a `text`: a JSON answer citing the first
+        supplied sentence of the request's user text."""
+        return answer_citing(self.user_text(request))
+
+    def body(self, text: str, *, number: int, request: Any, **options: Any) -> dict[str, Any]:
+        """A valid answer to `request` (a `Received`, or a JSON body alone) with `ok()`'s
+        options: `model` defaults to `echo_model`, `usage` is resolved (`resolve_usage`),
+        then `answer_body` writes it."""
+        options.setdefault("model", self.echo_model(request))
+        usage = self.resolve_usage(options.pop("usage", None), number,
+                                   options.get("service_tier"))
+        return self.answer_body(text, number=number, usage=usage, **options)
 
 
 def _drop_none(value: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if v is not None}
+
+
+def _with_usage(usage: dict[str, Any] | None) -> Any:
+    """The body functions' `usage` argument: the usage object, or "omit"."""
+    return "omit" if usage is None else usage
 
 
 class _Responses(Shape):
@@ -291,7 +453,7 @@ class _Responses(Shape):
     limit_keys = ("max_output_tokens",)
     key_env, url_env = "OPENAI_API_KEY", "OPENAI_BASE_URL"
     request_id_header, account_header = "x-request-id", OPENAI_ACCOUNT
-    default_model = "gpt-6-astra-2026-09-30"
+    default_model, snapshot = "gpt-6-astra-2026-09-30", SNAPSHOT
 
     def incomplete(self) -> dict[str, Any]:
         return {"status": "incomplete", "incomplete_reason": "max_output_tokens", "text": ""}
@@ -312,9 +474,10 @@ class _Responses(Shape):
             "total_tokens": total,
         })
 
-    def body(self, text: str, *, number: int, request: Any, **options: Any) -> dict[str, Any]:
-        options.setdefault("model", self.echo_model(request))
-        return response_body(text, number=number, **options)
+    def answer_body(self, text: str, *, number: int, model: str, usage: dict[str, Any] | None,
+                    **options: Any) -> dict[str, Any]:
+        return response_body(text, number=number, model=model, usage=_with_usage(usage),
+                             **options)
 
 
 class _Chat(Shape):
@@ -327,7 +490,7 @@ class _Chat(Shape):
     limit_keys = ("max_completion_tokens", "max_tokens")
     key_env, url_env = "OPENAI_API_KEY", "OPENAI_BASE_URL"
     request_id_header, account_header = "x-request-id", OPENAI_ACCOUNT
-    default_model = "gpt-6-astra-2026-09-30"
+    default_model, snapshot = "gpt-6-astra-2026-09-30", SNAPSHOT
 
     def incomplete(self) -> dict[str, Any]:
         return {"finish_reason": "length"}
@@ -349,9 +512,9 @@ class _Chat(Shape):
                                                      usage.reasoning_tokens}),
         })
 
-    def body(self, text: str, *, number: int, request: Any, **options: Any) -> dict[str, Any]:
-        options.setdefault("model", self.echo_model(request))
-        return chat_body(text, number=number, **options)
+    def answer_body(self, text: str, *, number: int, model: str, usage: dict[str, Any] | None,
+                    **options: Any) -> dict[str, Any]:
+        return chat_body(text, number=number, model=model, usage=_with_usage(usage), **options)
 
 
 class _Messages(Shape):
@@ -361,14 +524,14 @@ class _Messages(Shape):
     key_env, url_env = "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"
     request_id_header, account_header = "request-id", ANTHROPIC_ACCOUNT
     default_model = "claude-loopback-1"
+    reports_reasoning = False
+    """Extended thinking is billed inside output_tokens, with no count of its own."""
 
     def incomplete(self) -> dict[str, Any]:
         return {"stop_reason": "max_tokens"}
 
     def unknown_status(self) -> dict[str, Any]:
         return {"stop_reason": "expired"}
-    reports_reasoning = False
-    """Extended thinking is billed inside output_tokens, with no count of its own."""
 
     def usage_body(self, usage: Usage, service_tier: str | None = None) -> dict[str, Any]:
         """The Messages API reports `input_tokens` *without* the cache: the core's total less
@@ -385,33 +548,48 @@ class _Messages(Shape):
             "service_tier": service_tier if service_tier is not None else "standard",
         })
 
-    def body(self, text: str, *, number: int, request: Any, **options: Any) -> dict[str, Any]:
-        options.setdefault("model", self.echo_model(request))
-        return message_body(text, number=number, **options)
+    def answer_body(self, text: str, *, number: int, model: str, usage: dict[str, Any] | None,
+                    **options: Any) -> dict[str, Any]:
+        return message_body(text, number=number, model=model, usage=_with_usage(usage),
+                            **options)
 
     def error_body(self, message: str, kind: str = "api_error") -> dict[str, Any]:
         return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 RESPONSES: Shape = _Responses()
+"""The OpenAI Responses API shape (`POST /v1/responses`)."""
 CHAT: Shape = _Chat()
+"""The Chat Completions shape (`POST /v1/chat/completions`)."""
 MESSAGES: Shape = _Messages()
+"""The Anthropic Messages API shape (`POST /v1/messages`)."""
 SHAPES: dict[str, Shape] = {s.name: s for s in (RESPONSES, CHAT, MESSAGES)}
+"""The built-in shapes by name (`Server(name)`)."""
 
 
 # -- Actions ------------------------------------------------------------------------------------
 
 Action = Callable[["Handler", int, dict[str, Any]], None]
+"""How a server answers one request: called with the handler (write the answer through it),
+the request's number (0-based) and its JSON body (`{}` when not JSON). The functions below
+make them; `Server.script` and `Server.default` hold them."""
 
 
 def ok(**options: Any) -> Action:
     """A valid answer in the server's shape (options: the module docstring)."""
     def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
-        given = dict(options)  # the action may answer many requests: never consume it
-        text = given.pop("text") if "text" in given else answer_for(body)
-        handler.send_json(200, handler.server.shape.body(text, number=number, request=body,
-                                                         **given))
+        handler.send_json(200, _valid(handler, number, body, options))
     return act
+
+
+def _valid(handler: Handler, number: int, body: Any, options: dict[str, Any]
+           ) -> dict[str, Any]:
+    """A valid answer in the server's shape to the request being answered (`ok`'s options)."""
+    shape = handler.server.shape
+    request = getattr(handler, "received", None) or Received.of_body(body)
+    given = dict(options)  # the action may answer many requests: never consume it
+    text = given.pop("text") if "text" in given else shape.default_answer(request)
+    return shape.body(text, number=number, request=request, **given)
 
 
 def http_error(code: int, message: str = "error", headers: dict[str, str] | None = None
@@ -424,6 +602,7 @@ def http_error(code: int, message: str = "error", headers: dict[str, str] | None
 
 
 def raw(code: int, text: str, content_type: str = "application/json") -> Action:
+    """`text` as the body, with status `code` and `content_type`: any body, valid or not."""
     def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
         data = text.encode()
         handler.send_response(code)
@@ -435,6 +614,7 @@ def raw(code: int, text: str, content_type: str = "application/json") -> Action:
 
 
 def json_body(code: int, value: Any) -> Action:
+    """`value` as a JSON body with status `code` (and the shape's usual headers)."""
     def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
         handler.send_json(code, value)
     return act
@@ -444,8 +624,7 @@ def sleep(seconds: float) -> Action:
     """Answer validly after `seconds`: a client with a shorter timeout has gone by then."""
     def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
         time.sleep(seconds)
-        handler.send_json(200, handler.server.shape.body(answer_for(body), number=number,
-                                                         request=body))
+        handler.send_json(200, _valid(handler, number, body, {}))
     return act
 
 
@@ -470,7 +649,7 @@ def trickle(total_seconds: float, pieces: int) -> Action:
     stops quietly instead of printing a traceback into the test's output.
     """
     def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
-        answer = handler.server.shape.body(answer_for(body), number=number, request=body)
+        answer = _valid(handler, number, body, {})
         data = json.dumps(answer).encode()
         size = -(-len(data) // pieces)
         try:
@@ -498,10 +677,7 @@ def drop() -> Action:
 def _answer(handler: Handler, number: int, body: dict[str, Any], options: dict[str, Any]
             ) -> bytes:
     """The JSON text of a valid answer in the server's shape (`ok`'s options)."""
-    given = dict(options)
-    text = given.pop("text") if "text" in given else answer_for(body)
-    return json.dumps(handler.server.shape.body(text, number=number, request=body, **given)
-                      ).encode()
+    return json.dumps(_valid(handler, number, body, options)).encode()
 
 
 def _send_bytes(handler: Handler, code: int, data: bytes, headers: dict[str, str] | None = None,
@@ -601,20 +777,31 @@ def raw_bytes(code: int, data: bytes, headers: dict[str, str] | None = None) -> 
 # -- The server ---------------------------------------------------------------------------------
 
 class Handler(BaseHTTPRequestHandler):
+    """The request handler of every loopback server: records each request
+    (`Server.requests`), then answers it with its scripted `Action`, which receives this
+    handler and writes through `send_json` or the base class's `send_response`,
+    `send_header`, `end_headers` and `wfile`."""
+
     server: Server
+    """The server this request came to (its shape, script and records)."""
     protocol_version = "HTTP/1.1"
+    """Answers are HTTP/1.1, so that a connection may carry more than one request."""
     # Headers and body go out in two writes: without TCP_NODELAY, Nagle's algorithm holds the
     # body until the client's delayed ACK, about 40 ms a call spent waiting in the kernel.
     disable_nagle_algorithm = True
+    """TCP_NODELAY on every connection (above)."""
 
     def log_message(self, *args: Any) -> None:
         return None
 
     def setup(self) -> None:
+        """Number the connection as it is accepted (`Received.connection`)."""
         super().setup()
         self.connection_number = next(self.server.connections)
 
     def send_json(self, code: int, value: Any, headers: dict[str, str] | None = None) -> None:
+        """Answer with `value` as JSON and status `code`, with the shape's request-id and
+        account headers, then `headers`."""
         shape = self.server.shape
         data = json.dumps(value).encode()
         self.send_response(code)
@@ -628,6 +815,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_POST(self) -> None:
+        """Record the request, then answer it with its scripted action (every HTTP method
+        comes here); a path the shape does not serve gets a 404."""
         length = int(self.headers.get("content-length", 0))
         payload = self.rfile.read(length)
         try:
@@ -639,11 +828,12 @@ class Handler(BaseHTTPRequestHandler):
             number = len(server.requests)
             # Header names in lower case: the SDKs spell them differently (x-api-key,
             # X-Stainless-Retry-Count), and HTTP does not care.
-            server.requests.append({"method": self.command, "path": self.path,
-                                    "headers": {k.lower(): v for k, v in self.headers.items()},
-                                    "body": body, "connection": self.connection_number})
+            self.received = Received(method=self.command, path=self.path,
+                                     headers={k.lower(): v for k, v in self.headers.items()},
+                                     body=body, connection=self.connection_number)
+            server.requests.append(self.received)
             action = server.script.get(number, server.default)
-        if urlsplit(self.path).path != server.shape.path:
+        if not server.shape.matches(urlsplit(self.path).path):
             self.send_json(404, server.shape.error_body(
                 f"no route {self.path}: this loopback server speaks the {server.api} API at "
                 f"{server.shape.path} (base_url {server.base_url})", "not_found"))
@@ -661,7 +851,8 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     """The loopback server of one API shape; start it with `with Server(api) as server:` (or
-    `start()` / `stop()`).
+    `start()` / `stop()`). `api`: a built-in shape's name (`responses`, `chat`, `messages`)
+    or a `Shape` (an API of your own: the module docstring).
 
     `requests`: every request received. `script`: request number -> action. `default`: the
     action for any other request. `errors`: what handlers raised (a client that gave up breaks
@@ -669,24 +860,40 @@ class Server(ThreadingHTTPServer):
     """
 
     daemon_threads = True
+    """Handler threads never keep the test process alive."""
 
-    def __init__(self, api: str = "responses") -> None:
-        if api not in SHAPES:
-            raise ValueError(f"unknown API shape {api!r}; the shapes are {', '.join(SHAPES)}")
+    def __init__(self, api: str | Shape = "responses") -> None:
+        if isinstance(api, Shape):
+            shape = api
+        elif api in SHAPES:
+            shape = SHAPES[api]
+        else:
+            raise ValueError(f"unknown API shape {api!r}; the shapes are {', '.join(SHAPES)}, "
+                             "or a fragbench.testing.loopback.Shape of your own")
         super().__init__(("127.0.0.1", 0), Handler)
-        self.api = api
-        self.shape = SHAPES[api]
-        self.requests: list[dict[str, Any]] = []
+        self.shape = shape
+        """The API shape it speaks."""
+        self.api = shape.name
+        """The shape's name (`responses`, `chat`, `messages`, or your shape's)."""
+        self.requests: list[Received] = []
+        """Every request received, in arrival order (its method, path, headers, body and
+        connection number)."""
         self.script: dict[int, Action] = {}
+        """Request number (0-based) -> the action that answers it."""
         self.default: Action = ok()
+        """The action for a request the script does not name: a valid answer (`ok()`)."""
         self.lock = threading.Lock()
+        """Held while a request is recorded and its action looked up: take it to read
+        `requests` or change `script` while a client may be sending."""
         self.connections = itertools.count()
         """Numbers the connections as they are accepted (`requests[i]["connection"]`)."""
         # Polled every 50 ms rather than the default 500: `stop` waits for the next poll, and
         # a test suite stops one server per test.
         self.thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True,
-                                       name=f"fragbench-loopback-{api}")
+                                       name=f"fragbench-loopback-{shape.name}")
+        """The thread that serves requests (`start`, `stop`)."""
         self.errors: list[str] = []
+        """What handlers raised, as repr strings (`handle_error`)."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Kept for inspection instead of printed: the command under test runs in this process
@@ -695,11 +902,13 @@ class Server(ThreadingHTTPServer):
 
     @property
     def port(self) -> int:
+        """The port it listens on, on 127.0.0.1 (chosen free by the system)."""
         port: int = self.server_address[1]
         return port
 
     @property
     def origin(self) -> str:
+        """`http://127.0.0.1:PORT`, no path."""
         return f"http://127.0.0.1:{self.port}"
 
     @property
@@ -709,8 +918,13 @@ class Server(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        """The full URL of the shape's endpoint (where a redirect back here points)."""
-        return self.origin + self.shape.path
+        """The full URL of the shape's endpoint (where a redirect back here points); for a
+        path holding `{model}`, the shape's `default_model`'s (`url_for`)."""
+        return self.url_for(self.shape.default_model)
+
+    def url_for(self, model: str) -> str:
+        """The full URL of the shape's endpoint for `model`."""
+        return self.origin + self.shape.path_for(model)
 
     def reset(self) -> None:
         """Forget what was received and scripted: a fresh server, on the same port."""
@@ -721,10 +935,12 @@ class Server(ThreadingHTTPServer):
             self.errors.clear()
 
     def start(self) -> Server:
+        """Start serving in a daemon thread; return the server."""
         self.thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop serving and close the listening socket."""
         self.shutdown()
         self.server_close()
 
