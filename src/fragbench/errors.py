@@ -40,6 +40,7 @@ class FragbenchError(Exception):
     """A problem with the user's input, files or environment: one sentence, what to do."""
 
     exit_code = EXIT_REFUSED
+    """The exit code the CLI ends with when this error stops a command (the module's list)."""
 
 
 class UsageError(FragbenchError):
