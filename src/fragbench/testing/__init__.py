@@ -28,6 +28,7 @@ from typing import Any
 _EXPORTS = {
     "check_chunker": "fragbench.testing.retrieval_checks",
     "check_scorer": "fragbench.testing.retrieval_checks",
+    "check_measure": "fragbench.testing.measure_checks",
     "check_backend": "fragbench.testing.contracts",
     "default_pricing": "fragbench.testing.contracts",
     "FAKE_KEY": "fragbench.testing.contracts",
