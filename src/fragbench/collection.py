@@ -164,6 +164,31 @@ def select_top(scores: Any, keys: np.ndarray, row_ranges: list[tuple[int, int]],
     return out
 
 
+def _check_finite(scores: Any, scorer: Any, queries: pl.DataFrame, chunks: pl.DataFrame,
+                  first: int) -> None:
+    """Refuse a batch whose score matrix holds NaN or inf (the per-passage mode's rule,
+    `retrieval.check_scores`), naming the scorer, the query and the chunk, before anything is
+    written. One pass over the stored scores of the batch."""
+    finite = np.isfinite(scores.data)
+    if finite.all():
+        return
+    from fragbench.errors import PluginError
+    from fragbench.plugins import describe
+    from fragbench.retrieval import FINITE_PROMISE
+
+    at = int(np.flatnonzero(~finite)[0])
+    row = int(np.searchsorted(scores.indptr, at, side="right") - 1)
+    column = int(scores.indices[at])
+    value = float(scores.data[at])
+    shown = "NaN" if value != value else str(value)
+    passage, chunk = chunks["passage"][column], chunks["chunk"][column]
+    bad = int((~finite).sum())
+    more = f" ({bad} scores of this batch are)" if bad > 1 else ""
+    raise PluginError(f"{describe('scorer', scorer)} gave query {queries['query'][first + row]} "
+                      f"and chunk {passage} #{chunk} the score {shown}{more}; {FINITE_PROMISE} "
+                      "(docs/plugins.md). Fix or uninstall that plugin.")
+
+
 def retrieve_collection(sentences: Path | pl.DataFrame | pl.LazyFrame,
                         queries: Path | pl.DataFrame | pl.LazyFrame, chunk_size: int,
                         top_k: int, scorer: Any = None) -> pl.DataFrame:
@@ -204,6 +229,7 @@ def retrieve_collection(sentences: Path | pl.DataFrame | pl.LazyFrame,
     for start in range(0, query_frame.height, BATCH):
         end = min(start + BATCH, query_frame.height)
         scores = scorer.collection_scores(index, prepared, slice(start, end)).tocsr()
+        _check_finite(scores, scorer, query_frame, chunks, start)
         keys = pl.Series(scores.data, dtype=pl.Float64).round(TIE_DECIMALS).to_numpy()
         picked += select_top(scores, keys, ranges[start:end], top_k)
 
