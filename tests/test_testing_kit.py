@@ -262,6 +262,14 @@ def test_a_broken_chunker_fails_its_check(chunker: Any, promise: str) -> None:
         check_chunker(chunker)
 
 
+def test_a_passage_shorter_than_the_window_is_the_one_sentence_sample() -> None:
+    """At sizes 1 and 2 only the kit's one-sentence passage is shorter than the window."""
+    with pytest.raises(AssertionError, match=r"contract \(every passage it was given, and no "
+                                             r"other\): at size 2, no chunk for kit-museum/en/A, "
+                                             r"kit-museum/fr/A"):
+        check_chunker(WholeWindowsOnly(), sizes=(1, 2))
+
+
 # -- Scorers ------------------------------------------------------------------------------------
 
 def test_the_shipped_scorer_keeps_its_promises() -> None:
