@@ -148,10 +148,11 @@ class Scorer(Protocol):
 
         `chunks` has one row per chunk of every passage at every chunk size of the experiment
         (several sizes in one call: tell them apart by `chunk_size`), with the columns the core
-        derives for either kind of chunker: case, lang, variant (the passage), chunk (0-based,
-        passage order), fact_ids, whole_fact_ids, cut_fact_ids (lists of fact IDs), text (the
-        chunk's text: what to score), start, end (a span chunker's character offsets; null for
-        a sentence chunker), and chunk_size (Int32, the size asked of the chunker); a sentence
+        derives for either kind of chunker: case, lang, variant (the passage), chunk (Int32,
+        0-based, passage order), fact_ids, whole_fact_ids, cut_fact_ids (lists of fact IDs),
+        text (the chunk's text: what to score), start, end (Int32: a span chunker's character
+        offsets; null for a sentence chunker), and chunk_size (Int32, the size asked of the
+        chunker); a sentence
         chunker's own extra columns come along too. More columns may come in later versions:
         select the ones you use.
 
