@@ -36,7 +36,8 @@ _EXPORTS = {
     "API_SHAPES": "fragbench.testing.loopback",
 }
 
-_SUBMODULES = ("contracts", "loopback", "plugin", "promises", "retrieval_checks", "samples")
+_SUBMODULES = ("contracts", "loopback", "measure_checks", "measure_samples", "plugin", "promises",
+               "retrieval_checks", "samples")
 """The kit's public submodules, listed in `__all__` so that the API reference
 (docs/api_reference.py) documents each; a new public submodule goes here too."""
 
