@@ -27,13 +27,24 @@ def test_writing_a_chunker_from_scratch(tmp_path: Path) -> None:
     availability = pl.read_parquet(series / "availability.parquet")
     assert "conditions_cut" in availability.columns
     assert (series / "report.md").exists()
+    # The chunker returns Int64 (int_ranges); the table is written as docs/tables.md says.
+    assert {c: str(retrieval.schema[c]) for c in ("chunk", "start", "end")} == {
+        "chunk": "Int32", "start": "Int32", "end": "Int32"}
+    # Section 4: stride windows overlap (each starts before the previous one ends), declared.
+    stride = pl.read_parquet(tmp_path / "fragbench" / "stride.parquet").filter(
+        pl.col("top_k") == 2).sort("case", "lang", "variant", "chunk")
+    follows = stride.with_columns(pl.col("end").shift(1).over("case", "lang", "variant")
+                                  .alias("previous_end")).drop_nulls("previous_end")
+    assert (follows["start"] < follows["previous_end"]).all() and follows.height > 0
+    assert (stride["start"] == stride["chunk"] * 60).all()  # every size // 2 characters
 
 
 def test_adding_a_backend_from_scratch(tmp_path: Path) -> None:
     with Server("chat") as provider:
         provider.default = ok(model="mini-1")
         ran = follow(ROOT / "docs" / "adding-a-backend.md", tmp_path,
-                     replace={"http://127.0.0.1:8000/v1": provider.base_url})
+                     replace={"http://127.0.0.1:8000/v1": provider.base_url},
+                     stop="## A second example")  # the second: tests/test_docs_gemini.py
         assert len(provider.requests) == 72  # one request per planned call, no more
     assert any("passed" in r.stdout for r in ran)  # the kit's fault suite ran and passed
     assert "72 of 72 calls sent" in ran[-1].stdout

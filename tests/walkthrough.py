@@ -45,9 +45,12 @@ class Block:
     text: str
 
 
-def blocks(doc: Path) -> list[Block]:
+def blocks(doc: Path, start: str | None = None, stop: str | None = None) -> list[Block]:
+    """The doc's blocks, or those from the line `start` (a heading) to the line `stop`."""
     found = []
-    for lang, info, text in FENCE.findall(doc.read_text(encoding="utf-8")):
+    whole = doc.read_text(encoding="utf-8")
+    part = whole[whole.index(start) if start else 0:whole.index(stop) if stop else None]
+    for lang, info, text in FENCE.findall(part):
         attrs_ = dict(part.split("=", 1) for part in info.split() if "=" in part)
         found.append(Block(lang, attrs_.get("file"), attrs_.get("edit"), attrs_.get("append"),
                            text))
@@ -92,16 +95,18 @@ def edit_toml(path: Path, block: str) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def follow(doc: Path, tmp: Path, replace: dict[str, str] | None = None
+def follow(doc: Path, tmp: Path, replace: dict[str, str] | None = None, *,
+           start: str | None = None, stop: str | None = None
            ) -> list[subprocess.CompletedProcess[str]]:
     """Do everything the doc says, in order; each command must succeed. `replace` substitutes
-    text in the commands (a loopback server's address for the doc's example one)."""
+    text in the commands (a loopback server's address for the doc's example one); `start` and
+    `stop` follow one part of a doc that has several (`blocks`)."""
     where = checkout(tmp)
     site = tmp / "site"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
     env["PYTHONPATH"] = str(site)
     ran = []
-    for block in blocks(doc):
+    for block in blocks(doc, start, stop):
         if block.file is not None:
             target = (where / block.file).resolve()
             target.parent.mkdir(parents=True, exist_ok=True)

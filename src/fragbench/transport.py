@@ -234,8 +234,8 @@ def refuse_env_headers(env_var: str) -> None:
                              "(nothing was sent or spent).")
 
 
-def key_from_env(env_var: str, provider: str, headers_var: str, unset: str | None = None
-                 ) -> str:
+def key_from_env(env_var: str, provider: str, headers_var: str | None = None,
+                 unset: str | None = None) -> str:
     """The key from `env_var`, passed to the SDK explicitly (never stored credentials), or one
     line refusing the session, never showing the key: unset (`unset`, what follows the
     variable's name in that line, says what to do when exporting the provider's key is not the
@@ -244,7 +244,7 @@ def key_from_env(env_var: str, provider: str, headers_var: str, unset: str | Non
     SDK would fail only once the series had begun); or shorter than MIN_SECRET, which the
     redactor cannot tell from ordinary words and so could not keep out of what is written (a
     server may echo it in an error body). `headers_var`, the SDK's custom-headers variable, is
-    refused too (refuse_env_headers)."""
+    refused too (refuse_env_headers); None for a backend on no SDK (`JSONSession`)."""
     from fragbench.redact import MIN_SECRET
 
     key = os.environ.get(env_var, "").strip()
@@ -260,7 +260,8 @@ def key_from_env(env_var: str, provider: str, headers_var: str, unset: str | Non
         raise FragbenchError(f"{env_var} is shorter than {MIN_SECRET} characters, too short to "
                              "be kept out of what fragbench writes; use a longer key and run "
                              "again (nothing was sent or spent).")
-    refuse_env_headers(headers_var)
+    if headers_var is not None:
+        refuse_env_headers(headers_var)
     return key
 
 
