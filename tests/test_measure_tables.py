@@ -111,3 +111,17 @@ def test_export_refuses_money_that_is_not_exact(extractive: Path, tmp_path: Path
     assert f"{path}: money column counted_usd is Float64, not the exact Decimal(38, 18)" in line
     assert f"fragbench measure {extractive}" in line
     assert not out.exists() and not (extractive / "export").exists()
+
+
+def test_a_summary_that_is_not_titled_frames_is_refused_before_anything_is_written(
+        extractive: Path, install: Install) -> None:
+    install("fragbench-cell-cost", cell_cost(kind="diagnostic", replace=((
+        "    def compute(self, data):",
+        "    def summary(self, tables):\n        return '<b>cost</b>'\n\n"
+        "    def compute(self, data):"),)))
+    before = {p: p.read_bytes() for p in extractive.rglob("*") if p.is_file()}
+    result = run_cli("measure", str(extractive), "--diagnostic", "cell-cost")
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "measure 'cell-cost' (plugin fragbench-cell-cost 0.3): summary() returned str" in line
+    assert {p: p.read_bytes() for p in extractive.rglob("*") if p.is_file()} == before

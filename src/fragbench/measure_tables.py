@@ -34,6 +34,7 @@ TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 COLUMN_NAME = re.compile(r"\S(?:.{0,126}\S)?", re.DOTALL)
 DOCS = "docs/writing-a-measure.md"
 
+SUMMARY = "summary(tables) returns titled frames for the reports"
 DECLARES_TABLES = "declares its tables"
 RETURNS_TABLES = "returns a dict of table name -> Polars DataFrame"
 ONLY_DECLARED = "returns only the tables it declares"
@@ -133,4 +134,22 @@ def table_problem(measure: Any, table: str, frame: pl.DataFrame) -> Problem | No
         return AS_DECLARED, (f"table {table}: columns in the order {', '.join(found)}, promised "
                              f"{', '.join(promised)}; select them in the declared order "
                              f"({DOCS})")
+    return None
+
+
+SUMMARY_TITLE = re.compile(r"\S(?:[^\r\n]{0,118}\S)?")
+
+
+def summary_problem(parts: Any) -> str | None:
+    """Why what a measure's optional `summary(tables)` returned is not a list of (title,
+    Polars DataFrame) pairs, each title one line of 1 to 120 characters, or None."""
+    if not isinstance(parts, list):
+        return f"summary() returned {type(parts).__name__}, not a list of (title, DataFrame)"
+    for part in parts:
+        if not (isinstance(part, tuple) and len(part) == 2 and isinstance(part[0], str)
+                and isinstance(part[1], pl.DataFrame)):
+            return (f"summary() returned an item {type(part).__name__}, not a (title, "
+                    "DataFrame) pair")
+        if not SUMMARY_TITLE.fullmatch(part[0]):
+            return f"summary() gave a title {part[0][:40]!r}: one line of 1 to 120 characters"
     return None

@@ -18,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import attrs
 import polars as pl
 
 from fragbench.budget import usd
@@ -47,7 +48,9 @@ LIMITS = [
 ]
 
 
-def _cell(value: Any) -> str:
+def plain_cell(value: Any) -> str:
+    """A table value as both reports show it: null —, an empty list ∅, a list space-joined,
+    yes/no, money as a plain exact decimal, a float to 6 significant digits."""
     if value is None:
         return "—"
     if isinstance(value, list):
@@ -58,7 +61,11 @@ def _cell(value: Any) -> str:
         return usd(value)
     if isinstance(value, float):
         return f"{value:.6g}"
-    text = str(value).replace("\\", "\\\\").replace("|", "\\|")
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    text = plain_cell(value).replace("\\", "\\\\").replace("|", "\\|")
     return re.sub(r"[\r\n]+", " ", text)
 
 
@@ -68,6 +75,93 @@ def markdown_table(frame: pl.DataFrame) -> str:
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.iter_rows()]
     return "\n".join([head, rule, *rows])
+
+
+BUILTIN_SECTIONS = ("availability", "citations", "completeness", "usage")
+"""Built-in measures with sections of their own; every other primary measure is shown by
+`measure_sections`."""
+SHOWN_ROWS = 20
+"""A measure's table is shown in the reports up to this many rows, its row count said."""
+
+
+@attrs.frozen
+class Shown:
+    """One titled frame of a measure's section: its first SHOWN_ROWS rows, and how many."""
+
+    title: str
+    frame: pl.DataFrame
+    rows: int
+
+
+@attrs.frozen
+class MeasureSection:
+    measure: str
+    tables: tuple[str, ...]
+    """The tables it wrote (in the series folder)."""
+    parts: tuple[Shown, ...]
+    own: bool
+    """Drawn by the measure's own `summary`, rather than its tables as they are."""
+
+
+def _installed(name: str) -> Any:
+    from fragbench.plugins import registry
+
+    return next((e.obj for e in registry().entries if e.kind == "measure" and e.name == name),
+                None)
+
+
+def measure_sections(manifest: list[dict[str, Any]], tables: dict[str, pl.DataFrame]
+                     ) -> list[MeasureSection]:
+    """A section for every primary measure other than the built-ins (`BUILTIN_SECTIONS`), in
+    the order measures.json lists them. By default it shows each of the measure's tables; a
+    measure may define `summary(tables) -> list[tuple[str, pl.DataFrame]]` (its own tables by
+    name in, titled frames out) to show those instead. Either way the core draws them (the
+    first SHOWN_ROWS rows, the row count said; each value formatted, escaped and, in
+    report.html, redacted), so a measure never writes markup. A measure no longer installed
+    is shown by default."""
+    from fragbench.errors import PluginError
+    from fragbench.measure_tables import summary_problem
+    from fragbench.plugins import call_plugin, describe
+
+    names: dict[str, list[str]] = {}
+    for entry in manifest:
+        if entry["kind"] == "primary" and entry["measure"] not in BUILTIN_SECTIONS:
+            names.setdefault(entry["measure"], []).append(entry["table"])
+    sections = []
+    for name, owned in names.items():
+        measure = _installed(name)
+        mine = {t: tables[t] for t in owned}
+        own = measure is not None and callable(getattr(measure, "summary", None))
+        if own:
+            parts = call_plugin("measure", measure, "summary", mine)
+            problem = summary_problem(parts)
+            if problem is not None:
+                raise PluginError(f"{describe('measure', measure)}: {problem} "
+                                  "(docs/writing-a-measure.md); fix or uninstall that plugin.")
+        else:
+            parts = list(mine.items())
+        sections.append(MeasureSection(name, tuple(owned), tuple(
+            Shown(title, frame.head(SHOWN_ROWS), frame.height) for title, frame in parts), own))
+    return sections
+
+
+def rows_said(shown: Shown) -> str:
+    if shown.rows <= shown.frame.height:
+        return f"{shown.rows} row{'s' if shown.rows != 1 else ''}"
+    return f"{shown.rows} rows, the first {shown.frame.height} shown"
+
+
+def _measure_section(section: MeasureSection) -> list[str]:
+    files = ", ".join(f"`{t}.parquet`" for t in section.tables)
+    how = ("as the measure summarizes them" if section.own else
+           f"each table's first {SHOWN_ROWS} rows")
+    out = ["", f"## Measure `{section.measure}`", "",
+           f"A primary measure, pre-registered in the frozen plan. Its tables are in this "
+           f"folder ({files}); shown here {how}.", ""]
+    for shown in section.parts:
+        out += [f"### {_cell(shown.title)} ({rows_said(shown)})", "",
+                markdown_table(shown.frame) if shown.frame.width else "(no column)", ""]
+    return out[:-1]
 
 
 def load_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
@@ -208,6 +302,7 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
     stops and errors, usage, limits), its figures, and report.html beside it: the evidence
     call by call (fragments, highlighted extracts, answers, raw responses)."""
     from fragbench.figures import availability_heatmap, citation_outcomes
+    from fragbench.redact import Redactor
 
     info = read_json(series_dir / "series.json")
     status = read_json(series_dir / "status.json")
@@ -263,6 +358,9 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
                 f"cost: [{REPORT_HTML}]({REPORT_HTML}).", "",
                 markdown_table(tables["usage"])]
 
+    for section in measure_sections(manifest, tables):
+        out += _measure_section(section)
+
     diagnostics = [e for e in manifest if e["kind"] == "diagnostic"]
     out += ["", "## Secondary diagnostics", ""]
     if diagnostics:
@@ -279,6 +377,7 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
     out += ["", "## Limits", ""] + [f"- {line}" for line in LIMITS]
     out += ["", f"Every answer as it came, and every raw response: [{REPORT_HTML}]({REPORT_HTML})."]
     path = series_dir / REPORT_FILE
-    write_text_atomically(path, "\n".join(out) + "\n")
+    # A plugin measure's table may hold anything, a key included: redacted like every write.
+    write_text_atomically(path, Redactor.from_env().text("\n".join(out) + "\n"))
     write_html_report(series_dir, tables)
     return path

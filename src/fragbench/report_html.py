@@ -229,6 +229,20 @@ def _availability(availability: pl.DataFrame) -> dict[str, Any]:
                      for p in passages]}
 
 
+def _measure_view(section: Any) -> dict[str, Any]:
+    """A primary measure's section (`fragbench.report.measure_sections`) as the template draws
+    it: each value already formatted as report.md shows it, a plain string that the
+    environment then redacts and escapes like any other."""
+    from fragbench.report import SHOWN_ROWS, plain_cell, rows_said
+
+    return {"name": section.measure, "tables": section.tables, "own": section.own,
+            "shown_rows": SHOWN_ROWS,
+            "parts": [{"title": shown.title, "rows_said": rows_said(shown),
+                       "columns": shown.frame.columns,
+                       "rows": [[plain_cell(v) for v in row] for row in shown.frame.iter_rows()]}
+                      for shown in section.parts]}
+
+
 def _figure(path: Path) -> str | None:
     """A PNG as a data URI (so the page needs no file beside it), or None if absent."""
     if not path.is_file():
@@ -301,7 +315,7 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
 
     from fragbench.journal import JOURNAL_FILE, read_journal
     from fragbench.redact import Redactor
-    from fragbench.report import FIGURES_DIR, LIMITS, load_tables
+    from fragbench.report import FIGURES_DIR, LIMITS, load_tables, measure_sections
     from fragbench.series import read_json
 
     if redact is None:
@@ -317,6 +331,7 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
     times = [r["at"] for r in (read_journal(journal) if journal.exists() else [])
              if r.get("type") in ("reserve", "outcome") and r.get("at")]
     views = _call_views(calls, citations)
+    manifest = read_json(series_dir / "measures.json")
     occurring = set(citations["reason"].to_list()) if citations is not None else set()
     stop = status.get("stop") or {}
     figures = series_dir / FIGURES_DIR
@@ -342,8 +357,8 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
         "reasons": [r for r in REASON_WORDS if r in occurring],
         "reason_options": [(r, REASON_WORDS[r]) for r in REASON_WORDS if r in occurring],
         "limits": LIMITS,
-        "diagnostics": [e for e in read_json(series_dir / "measures.json")
-                        if e["kind"] == "diagnostic"],
+        "diagnostics": [e for e in manifest if e["kind"] == "diagnostic"],
+        "measures": [_measure_view(section) for section in measure_sections(manifest, tables)],
         "not_sent": calls.filter(pl.col("status") == "not_sent").height,
     }
     return environment(redact).get_template("report.html.j2").render(context)

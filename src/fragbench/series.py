@@ -270,7 +270,13 @@ def _measured(measure: Any, data: MeasureInput) -> dict[str, pl.DataFrame]:
     and types, money as exact decimals); a failure inside the plugin, or output that breaks
     the contract, is one line naming it and its distribution, the table, the column, the type
     found and the type promised."""
-    from fragbench.measure_tables import TABLE_NAME, declaration_problem, table_problem
+    from fragbench.measure_tables import (
+        DOCS,
+        TABLE_NAME,
+        declaration_problem,
+        summary_problem,
+        table_problem,
+    )
     from fragbench.plugins import call_plugin, describe
 
     who = describe("measure", measure)
@@ -290,6 +296,10 @@ def _measured(measure: Any, data: MeasureInput) -> dict[str, pl.DataFrame]:
         problem = table_problem(measure, name, frame)
         if problem is not None:
             raise PluginError(f"{who}: {problem[1]}{refused}")
+    if callable(getattr(measure, "summary", None)):  # what the reports will show, checked now
+        problem_ = summary_problem(call_plugin("measure", measure, "summary", tables))
+        if problem_ is not None:
+            raise PluginError(f"{who}: {problem_} ({DOCS}){refused}")
     return tables
 
 
