@@ -1,8 +1,9 @@
-"""A loopback HTTP server that speaks three model APIs, with scriptable faults.
+"""A loopback HTTP server that speaks any model API described as a `Shape`, with scriptable
+faults; three shapes are built in.
 
 The real SDKs (openai, anthropic: both on httpx2, which plain `respx` does not intercept) talk
 to a real server on 127.0.0.1, so what is tested is what runs: the SDK's retries, redirects,
-timeouts and parsing included. One `Server` serves one API shape:
+timeouts and parsing included. One `Server` serves one API shape: a built-in one by name,
 
 | shape | path | bodies | `base_url` |
 |---|---|---|---|
@@ -14,20 +15,30 @@ timeouts and parsing included. One `Server` serves one API shape:
 openai SDK appends `responses` or `chat/completions` to a base that ends in `/v1`; the anthropic
 SDK appends `/v1/messages` to the bare host.
 
-Every request is recorded (`server.requests`: method, path, headers with lower-case names, JSON
-body, and `connection`, the number of the connection it came on, 0-based in the order they
-were opened), whatever its method or path, so that a test can count them: a client that
-follows a redirect with a GET sends a request too, and a client that reuses a connection shows
-two requests with one `connection`. A request to a path other than the shape's is
-recorded and answered 404 (a misconfigured `base_url` shows at once, not as a mysterious parse
-error).
+or one of your own: `Server(MyShape())`, where `MyShape` subclasses `Shape` to say where a
+request holds the model (its path, `/v1beta/models/{model}:generateContent`, or a body field),
+the output limit (body fields, dotted: `generationConfig.maxOutputTokens`) and the user's text;
+how a valid answer, its usage (in the core's terms mapped to the API's fields), an error and
+the neutral faults (cut at the limit, refused, a status nobody knows) are written; its key and
+URL variables, request-ID and account headers, base-URL suffix, and the cost fields it can
+report and reports by default (`Shape`'s docstring; docs/testing-kit.md has an example). The
+backend fault suite (`fragbench.testing.check_backend`) reads every request and writes every
+answer through the shape, so a shape of your own runs the whole suite.
+
+Every request is recorded (`server.requests`, each a `Received`: a dict of method, path,
+headers with lower-case names, JSON body, and `connection`, the number of the connection it
+came on, 0-based in the order they were opened), whatever its method or path, so that a test
+can count them: a client that follows a redirect with a GET sends a request too, and a client
+that reuses a connection shows two requests with one `connection`. A request to a path other
+than the shape's is recorded and answered 404 (a misconfigured `base_url` shows at once, not
+as a mysterious parse error).
 
 Request number N (0-based, in arrival order) is answered by `server.script[N]` when set, else
 by `server.default` (`ok()`). The actions work for every shape:
 
 - `ok(**options)`: a valid body. Options shared by every shape: `text` (default: a structured
-  answer citing the first supplied sentence, `answer_for`), `model` (default: the requested
-  model, as a dated snapshot `-2026-09-30` for the OpenAI shapes, as asked for Messages),
+  answer citing the first supplied sentence of the shape's `user_text`), `model` (default: the
+  requested model plus the shape's `snapshot`: a dated `-2026-09-30` for the OpenAI shapes),
   `usage` (a raw usage dict, a `fragbench.interfaces.Usage` in the core's terms mapped to the
   shape's fields with None fields left out, a callable of the request number giving either, or
   `"omit"`), `refusal`, `service_tier`. Shape options: `status`, `incomplete_reason`,
@@ -47,8 +58,10 @@ by `server.default` (`ok()`). The actions work for every shape:
   e.g. `content-encoding: gzip` on a body that is not).
 
 Every answer carries a request ID header (`x-request-id`, or `request-id` for Messages) and an
-account header (`openai-organization`, `anthropic-organization-id`) whose value must never be
-written: only bodies are kept.
+account header (`openai-organization`, `anthropic-organization-id`; a shape's `account_header`)
+whose value must never be written: only bodies are kept.
+
+Imports nothing heavy (no Polars, no SDK): the kit's pytest plugin loads it in every run.
 """
 
 from __future__ import annotations
