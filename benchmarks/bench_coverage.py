@@ -97,8 +97,8 @@ def main() -> None:
         if old is not None:
             timed(f"  coverage_problems (at {before})", lambda c=chunks: old(c, sentences))
         if chunker.name == "sentence-groups":
-            scored = timed("  score (sqrt-lexical)", lambda c=chunks: SqrtLexical().score(
-                c.with_columns(pl.lit(size, pl.Int32).alias("chunk_size")), questions))
+            scored = timed("  score (sqrt-lexical)", lambda c=chunks, s=size: SqrtLexical().score(
+                c.with_columns(pl.lit(s, pl.Int32).alias("chunk_size")), questions))
             timed("  check_scores", lambda s=scored: check_scores(s, "scorer 'sqrt-lexical'"))
 
 
