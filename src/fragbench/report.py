@@ -2,8 +2,10 @@
 it, report.html (`report_html.py`).
 
 report.md is what a reader reads: what was run, availability, citations per call, stops and
-errors, usage per cell, limits. The evidence call by call (fragments, highlighted extracts,
-answers, raw responses) is in report.html, and every table in the series folder.
+errors, usage per cell, a section per other primary measure (`measure_sections`: its tables'
+first rows, or its own `summary`), secondary diagnostics, limits. The evidence call by call
+(fragments, highlighted extracts, answers, raw responses) is in report.html, and every table in
+the series folder.
 
 Everything comes from the series folder's tables; nothing is recomputed differently for the
 report, and nothing is summed into a global score: tables stay split by case, language, mode and

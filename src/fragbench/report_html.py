@@ -1,10 +1,12 @@
 """report.html: the evidence of a recorded series, call by call, in one self-contained file.
 
 Written beside report.md by `fragbench report`, `fragbench measure` and `fragbench run`. It shows
-what was run, the availability matrix, and for every planned call the fragments the model was
-shown with each located extract highlighted in place, the answer, every citation with its
-reason, usage, cost and the raw response. Like report.md it publishes no score and no ranking:
-everything is per call, and a null or adverse result is shown as plainly as a valid one.
+what was run, the availability matrix, a `section.measure[data-measure]` per primary measure
+other than the built-ins (its `table.measure-table`s, as report.md shows them), and for every
+planned call the fragments the model was shown with each located extract highlighted in place,
+the answer, every citation with its reason, usage, cost and the raw response. Like report.md it
+publishes no score and no ranking: everything is per call, and a null or adverse result is
+shown as plainly as a valid one.
 
 The file must open from disk, offline, and be committed with the results: no external URL (no
 CDN, font or script to load); the figures are embedded as data URIs; CSS and the small filter
