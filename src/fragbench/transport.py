@@ -638,13 +638,18 @@ class JSONSession(_Session):
                  timeout: float, env_var: str, request_id_header: str, what: str,
                  proxy: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        """The API's base URL as given, without a trailing slash: `path(request)` follows it."""
         self.path, self.headers, self.body = path, headers, body
         self.read, self.timeout, self.env_var = read, timeout, env_var
         self.request_id_header, self.what = request_id_header, what
         self.endpoint = public_url(base_url, env_var)
+        """The base URL without user-info, query or fragment: what may be recorded."""
         self.abandoned = False
+        """Set once a request was left running at the outer deadline (`within`)."""
         self.wire = _wire(timeout, proxy)
+        """The `fragbench.wire.WireTransport` every call goes through."""
         self.proxy = self.wire.proxy_url
+        """The config's proxy as a public URL, or None: never one from the environment."""
         if self.endpoint.startswith("https:"):
             self.wire.tls()  # certificates unreadable: refused here, before any call
 
@@ -678,6 +683,7 @@ class JSONSession(_Session):
         return "connection" if isinstance(error, httpx2.TransportError) else None
 
     def close(self) -> None:
+        """Nothing to close: no connection outlives its call."""
         return None
 
 

@@ -25,11 +25,17 @@ if TYPE_CHECKING:
     from fragbench.interfaces import MeasureInput
 
 API = "declares the plugin API it is written for"
+"""The promise named when `api_version` is missing or not supported (`fragbench.api`)."""
 IDENTITY = "declares its name and kind (primary or diagnostic)"
+"""The promise named when `name` is not a non-empty string or `kind` is neither kind."""
 COMPUTES = "computes its tables from any recorded series"
+"""The promise named when `compute` raises, or returns no dict of named frames."""
 KEYED = "keys every table by case and language (no global score)"
+"""The promise named when a table lacks a `case` or `lang` column."""
 DETERMINISTIC = "returns the same tables twice (deterministic)"
+"""The promise named when two runs on the same input give different tables."""
 READ_ONLY = "never changes its input"
+"""The promise named when a frame of the `MeasureInput` differs after `compute`."""
 
 
 def _frames(data: MeasureInput) -> dict[str, pl.DataFrame]:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 SETTINGS = [(2, 1), (2, 2), (3, 1)]
 """(chunk_size, top_k) of the sample retrieval table; the first is the main setting."""
 RESERVED = "0.012"
+"""What each sample call reserved (USD, exact decimal text): the failed call is counted at it."""
 COST = "0.000123456789012345"
 """The answered call's cost: 18 decimals, which a float cannot hold exactly."""
 
