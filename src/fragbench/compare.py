@@ -23,9 +23,10 @@ from typing import Any
 import attrs
 import polars as pl
 
-from fragbench.columns import ANSWERED
+from fragbench.columns import ANSWERED, MONEY_DTYPE
 from fragbench.errors import SeriesError
-from fragbench.series import MONEY, read_json, tables_of
+from fragbench.measure_tables import inexact_money
+from fragbench.series import read_json, tables_of
 
 CELL = ["case", "lang", "variant", "mode", "rep"]
 SIDE = ["status", "parsed", "n_citations", "n_valid", "n_invalid", "conditions_cited_validly",
@@ -58,12 +59,14 @@ def _check_schema(frame: pl.LazyFrame, series_dir: Path, rel: str) -> None:
         schema = frame.collect_schema()  # Parquet metadata only, no data read
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise SeriesError(f"{series_dir / rel}: cannot be read ({exc}).") from None
-    for column, dtype in schema.items():
-        if column.endswith("_usd") and dtype != MONEY:
-            raise SeriesError(
-                f"{series_dir / rel}: money column {column} is {dtype}, not the exact {MONEY}; "
-                f"rebuild the series' tables with `fragbench measure {series_dir}` (or fix the "
-                "measure that writes it).")
+    inexact = inexact_money(schema)
+    if inexact is not None:
+        column, found = inexact
+        raise SeriesError(
+            f"{series_dir / rel}: money column {column} is {found}, not the exact {MONEY_DTYPE}; "
+            f"rebuild the series' tables with `fragbench measure {series_dir}` (or fix the "
+            "measure that writes it).")
+    for column in schema:
         if column in SERIES_LABELS:
             raise SeriesError(
                 f"{series_dir / rel}: has a column {column}, which scan adds to every table "

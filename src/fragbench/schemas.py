@@ -106,8 +106,11 @@ Money columns (`*_usd`) are exact decimals, Polars `Decimal(38, 18)` (Parquet's 
 decimal), built from the journal's decimal strings and never through a float, so a sum such as
 `pl.col("counted_usd").sum()` equals `status.json`'s `spent_usd` to the last digit. An amount
 needing more than 18 decimals or 20 integer digits is refused with its value named, never
-rounded. `fragbench.scan` refuses a table whose money is not of that type (rebuild it with
-`fragbench measure`); the report shows money as plain decimals (`0.003024`).
+rounded. A measure plugin's money is held to the same type: `measure` and `run` refuse, before
+any table is written, a table whose money is not of that type (or that breaks the types the
+measure declares in `tables`), `export` refuses one, and `fragbench.scan` refuses one written
+before (rebuild it with `fragbench measure`); the report shows money as plain decimals
+(`0.003024`).
 
 Each table below gives every column's Polars type. `List(String)` is a list of strings;
 `Decimal(38, 18)` is exact money; a column may hold nulls whatever its type (each meaning says
