@@ -17,14 +17,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fragbench.columns import KEY_COLUMNS
-from fragbench.testing.promises import fail, plugin_name
+from fragbench.testing.promises import API_PROMISE, declared_api, fail
 
 if TYPE_CHECKING:
     import polars as pl
 
     from fragbench.interfaces import MeasureInput
 
-API = "declares the plugin API it is written for"
+API = API_PROMISE
 """The promise named when `api_version` is missing or not supported (`fragbench.api`)."""
 IDENTITY = "declares its name and kind (primary or diagnostic)"
 """The promise named when `name` is not a non-empty string or `kind` is neither kind."""
@@ -120,13 +120,9 @@ def check_measure(measure: Any, data: MeasureInput | None = None) -> None:
     - a second run returns the same tables (names, types, values, row order);
     - the input frames are left as they were.
     """
-    from fragbench.api import api_version_problem
     from fragbench.measure_tables import declaration_problem
 
-    who = plugin_name("measure", measure)
-    problem = api_version_problem(measure)
-    if problem is not None:
-        raise fail(who, API, f"it {problem}")
+    who = declared_api("measure", measure)
     name = getattr(measure, "name", None)
     if not isinstance(name, str) or not name.strip():
         raise fail(who, IDENTITY, f"its name is {name!r}; give it `name = \"my-measure\"`")

@@ -9,7 +9,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from fragbench.testing import samples
-from fragbench.testing.promises import fail, plugin_name
+from fragbench.testing.promises import declared_api, fail
 
 if TYPE_CHECKING:
     import polars as pl
@@ -46,18 +46,6 @@ def _chunk(chunker: Any, who: str, sentences: pl.DataFrame, size: int) -> pl.Dat
                     f"{exc}") from None
 
 
-def _declared_api(kind: str, plugin: Any) -> str:
-    """The plugin's name for failures; fails first when its `api_version` is missing or one
-    this fragbench does not support (the registry would refuse it)."""
-    from fragbench.api import api_version_problem
-
-    who = plugin_name(kind, plugin)
-    problem = api_version_problem(plugin)
-    if problem is not None:
-        raise fail(who, "declares the plugin API it is written for", f"it {problem}")
-    return who
-
-
 def _bite(key: tuple[Any, ...]) -> str:
     """What the sample case of a chunk's key is there to catch, when it is one of the cases
     that bite (`samples.BITES`)."""
@@ -89,7 +77,7 @@ def check_chunker(chunker: Any, sizes: tuple[int, ...] = (1, 2, 3)) -> None:
     from fragbench.retrieval import OVERLAP_PROMISE
     from fragbench.spans import coverage_problems
 
-    who = _declared_api("chunker", chunker)
+    who = declared_api("chunker", chunker)
     overlap = getattr(chunker, "overlap", False) is True
     sentences = samples.sentences()
     passages = _passages(sentences)
@@ -278,7 +266,7 @@ def check_scorer(scorer: Any, sizes: tuple[int, ...] = (2, 3)) -> None:
     depend on what else was in the batch). Scores are compared exactly: the core ranks on them
     rounded to 12 decimals, and a last-bit difference can fall on either side of a rounding.
     """
-    who = _declared_api("scorer", scorer)
+    who = declared_api("scorer", scorer)
     questions = samples.questions()
     for chunks in (samples.chunks(sizes), samples.chunks(sizes, samples.CharacterWindows())):
         form = "span chunks" if chunks["start"].null_count() == 0 else "sentence chunks"
