@@ -90,6 +90,10 @@ class Chunker(Protocol):
 
     name: str
     """The name configs use (`chunker = "..."`): unique among chunkers, whoever registers it."""
+    api_version: str
+    """The plugin API it is written for, MAJOR.MINOR (`"1.0"`): the registry and every kit
+    check refuse a missing one, or one this fragbench does not support
+    (`fragbench.api.api_version_problem`, docs/plugins.md "Stability")."""
 
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
         """Cut every passage into chunks.
@@ -140,6 +144,10 @@ class Scorer(Protocol):
 
     name: str
     """The name configs use (`scorer = "..."`): unique among scorers, whoever registers it."""
+    api_version: str
+    """The plugin API it is written for, MAJOR.MINOR (`"1.0"`): the registry and every kit
+    check refuse a missing one, or one this fragbench does not support
+    (`fragbench.api.api_version_problem`, docs/plugins.md "Stability")."""
 
     def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
         """Return `chunks`, every row once with its columns unchanged, plus a numeric `score`
@@ -393,6 +401,10 @@ class Backend(Protocol):
 
     name: str
     """The name configs use (`plugin = "..."` of a backend): unique among backends."""
+    api_version: str
+    """The plugin API it is written for, MAJOR.MINOR (`"1.0"`): the registry and every kit
+    check refuse a missing one, or one this fragbench does not support
+    (`fragbench.api.api_version_problem`, docs/plugins.md "Stability")."""
     is_model: bool
     """False for a baseline that is no model: it is labelled so wherever it appears."""
     label: str
@@ -441,11 +453,27 @@ class Measure(Protocol):
 
     name: str
     """The name configs use (`measures = [...]`): unique among measures."""
+    api_version: str
+    """The plugin API it is written for, MAJOR.MINOR (`"1.0"`): the registry and every kit
+    check refuse a missing one, or one this fragbench does not support
+    (`fragbench.api.api_version_problem`, docs/plugins.md "Stability")."""
     kind: Literal["primary", "diagnostic"]
     """`primary`: pre-registered in the frozen plan, tables in the series folder;
     `diagnostic`: run on demand (`--diagnostic`), tables under `diagnostics/`."""
+    tables: dict[str, dict[str, str]]
+    """Every table `compute` may return: table name -> column -> Polars type, written as
+    `fragbench.measure_tables.type_name` writes it (`"String"`, `"Int32"`, `"List(String)"`,
+    `"Decimal(38, 18)"`), in column order. Strings, so that the plugin's module imports no
+    Polars at start-up. `measure` and `run` refuse, before any table is written, a table that
+    is not declared, other columns or types, or a money column (`*_usd`) that is not
+    `Decimal(38, 18)`; a declared table may be absent (a series never collected)."""
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         """Return table name -> frame, each written as `<name>.parquet`; names are unique
-        across measures. The same input must give the same tables."""
+        across measures. The same input must give the same tables.
+
+        Optional: a method `summary(tables) -> list[tuple[str, pl.DataFrame]]`, given the
+        tables `compute` returned, gives the titled frames both reports show for a primary
+        measure instead of the default (each table's first rows); the core renders them,
+        redacted and escaped, and holds them to the same money and key-column rules."""
         ...
