@@ -118,6 +118,23 @@ def test_a_contract_naming_a_tier_the_api_never_reports_is_refused(doc: Any,
     assert "generate-content API" in message
 
 
+@pytest.mark.parametrize("version", [None, "2.0"])
+def test_a_backend_not_declaring_a_supported_api_fails_before_any_scenario(
+        doc: Any, tmp_path: Path, version: str | None) -> None:
+    class Undeclared(doc[0].MiniGemini):
+        api_version = version
+
+    with Server(doc[1].GenerateContent()) as server:
+        with pytest.raises(AssertionError) as failure:
+            check_backend(Undeclared(), PARAMS, server, tmp_path=tmp_path)
+        assert not server.requests  # refused before anything was sent
+    message = str(failure.value)
+    assert message.startswith("backend 'mini-gemini' breaks its contract (declares the plugin "
+                              "API it is written for)"), message
+    assert ("declares no api_version" if version is None else "plugin API 2.0") in message
+    assert not list(tmp_path.iterdir())  # no scenario ran: none has a folder
+
+
 def test_the_docs_backend_passes_the_whole_suite(doc: Any, tmp_path: Path) -> None:
     """The unplanted base: every failure below is its one planted mistake."""
     ran = run_kit(doc[0].MiniGemini(), doc[1].GenerateContent(), tmp_path)

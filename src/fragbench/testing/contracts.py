@@ -49,7 +49,7 @@ from fragbench.testing.loopback import (
     sleep,
     trickle,
 )
-from fragbench.testing.promises import fail, plugin_name
+from fragbench.testing.promises import declared_api, fail, plugin_name
 
 if TYPE_CHECKING:
 
@@ -914,7 +914,9 @@ def check_backend(backend: Any, params: Mapping[str, Any], server: Server, *,
     what is tested (`timeout_param=None` for a backend without one skips those, and sets none).
     `pricing` defaults to `default_pricing(contract)`.
 
-    Checked, before any scenario: `check_params(params)` accepts the params and
+    Checked first, before anything else: the backend declares an `api_version` this fragbench
+    supports (promise "declares the plugin API it is written for", as every check of the kit).
+    Then, before any scenario: `check_params(params)` accepts the params and
     `contract(params)` is a valid `fragbench.interfaces.Contract`; with no key, `open` refuses
     with a FragbenchError and sends nothing. Then, with its session pointing at the server
     (checked before anything is sent):
@@ -951,6 +953,10 @@ def check_backend(backend: Any, params: Mapping[str, Any], server: Server, *,
     """
     from fragbench.interfaces import Contract
 
+    # First, as every check of the kit: a plugin the registry would refuse at start-up is
+    # refused here before any scenario runs (promise "declares the plugin API it is written
+    # for").
+    who = declared_api("backend", backend)
     if via not in ("env", "params"):
         raise ValueError(f"via must be 'env' or 'params', not {via!r}")
     shape = server.shape
@@ -959,7 +965,6 @@ def check_backend(backend: Any, params: Mapping[str, Any], server: Server, *,
     if via == "env" and not url:
         raise ValueError("via='env' needs url_env, the variable the backend reads its base "
                          "URL from")
-    who = plugin_name("backend", backend)
     params = dict(params)
     checked = dict(params)
     if timeout_param is not None:
