@@ -4,7 +4,8 @@ text), and that backend with one mistake of a new author planted at a time. Each
 caught by `check_backend` through the public shape, with a message naming the promise broken:
 a retry of an HTTP 500, an HTTP error taken for a completed answer, `thoughtsTokenCount` or
 `cachedContentTokenCount` ignored, a redirect followed (a session on urllib, which follows a
-302 as a GET).
+302 as a GET), a session with no `on_body` or one that hands the body on only after parsing
+it. Before any of them: a backend declaring no supported `api_version` is refused first.
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ def test_a_retry_of_an_http_500_is_caught(doc: Any, tmp_path: Path) -> None:
 
     message = caught(planted(doc[0], send=retrying), doc[1].GenerateContent(), tmp_path,
                      "one request per call, never a retry", "HTTP 500 at call 2")
-    assert "the server received 5 requests, 2 expected" in message
+    assert "2 bodies to on_body for call 2, and the server received 5 requests" in message
 
 
 def test_an_http_error_taken_for_an_answer_is_caught(doc: Any, tmp_path: Path) -> None:
@@ -209,9 +210,9 @@ def test_usage_misread_is_caught(doc: Any, tmp_path: Path, ignored: str) -> None
     assert re.search(r"call 1 is recorded at [0-9.]+;", message), message
 
 
-class UrllibSession:
-    """A session on urllib (an HTTP client of the author's own): it follows a 302, turning the
-    call into a GET, as urllib does by default."""
+class PlainUrllibSession:
+    """A session on urllib (an HTTP client of the author's own) that records no body: it has
+    no `on_body`. It follows a 302, turning the call into a GET, as urllib does by default."""
 
     def __init__(self, module: ModuleType, params: dict[str, Any]) -> None:
         where = module.MiniGemini().route(params)
@@ -220,6 +221,9 @@ class UrllibSession:
         self.key, self.read, self.env = where.key or "", module.read, module.URL_ENV
         self.params = params
         self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def received(self, text: str, status: int) -> None:
+        """A body came back, before anything parses it: this session keeps nothing."""
 
     def send(self, request: Request) -> Reply:
         data = json.dumps({"contents": [{"role": "user", "parts": [{"text": request.input}]}],
@@ -230,9 +234,12 @@ class UrllibSession:
         try:
             with self.opener.open(asked, timeout=self.params["timeout_seconds"]) as response:
                 text = response.read().decode()
+                self.received(text, response.status)
         except urllib.error.HTTPError as exc:
+            text = exc.read().decode()
+            self.received(text, exc.code)
             raise BackendFailure("http_error", f"HTTP {exc.code}", http_status=exc.code,
-                                 raw=exc.read().decode()) from None
+                                 raw=text) from None
         except OSError as exc:
             raise connection_failure(exc, self.env) from None
         reply: Reply = self.read(json.loads(text), text, None)
@@ -242,13 +249,71 @@ class UrllibSession:
         return None
 
 
-def test_a_followed_redirect_is_caught(doc: Any, tmp_path: Path) -> None:
-    module = doc[0]
+class UrllibSession(PlainUrllibSession):
+    """The same, handing every body to `on_body` before parsing it, as a session must."""
 
+    on_body: Any = None
+
+    def received(self, text: str, status: int) -> None:
+        if self.on_body is not None:
+            self.on_body(text, status)
+
+
+def own_client(module: ModuleType, session: type[PlainUrllibSession]) -> Any:
     class OwnClient(module.MiniGemini):
-        def open(self, params: dict[str, Any]) -> UrllibSession:
-            return UrllibSession(module, params)
+        def open(self, params: dict[str, Any]) -> PlainUrllibSession:
+            return session(module, params)
 
-    message = caught(OwnClient(), doc[1].GenerateContent(), tmp_path,
+    return OwnClient()
+
+
+def test_a_followed_redirect_is_caught(doc: Any, tmp_path: Path) -> None:
+    message = caught(own_client(doc[0], UrllibSession), doc[1].GenerateContent(), tmp_path,
                      "redirects are not followed", "HTTP 302 redirect back to the endpoint")
     assert "is a GET /v1beta/models/mini-g-1:generateContent" in message
+
+
+# -- Bodies not recorded first ------------------------------------------------------------------
+
+RECORD_FIRST = "the body recorded first, then parsed bounded"
+
+
+def test_a_session_without_on_body_is_caught(doc: Any, tmp_path: Path) -> None:
+    message = caught(own_client(doc[0], PlainUrllibSession), doc[1].GenerateContent(),
+                     tmp_path, RECORD_FIRST, "every call answered")
+    assert "call 1 is recorded as an answer, with no `received` record" in message
+
+
+class ParsesFirst:
+    """The doc's session behind a wrapper that hands a body to the collector's `on_body` only
+    once the inner session has parsed and read it: nothing is recorded when that fails."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.endpoint = inner, inner.endpoint
+        self.on_body: Any = None
+        self.max_body_bytes = inner.max_body_bytes
+
+    def send(self, request: Request) -> Reply:
+        bodies: list[tuple[str, int]] = []
+        self.inner.on_body = lambda text, status: bodies.append((text, status))
+        self.inner.max_body_bytes = self.max_body_bytes
+        reply: Reply = self.inner.send(request)  # raises before the body is handed on
+        for text, status in bodies:
+            self.on_body(text, status)
+        return reply
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_session_recording_after_parsing_is_caught(doc: Any, tmp_path: Path) -> None:
+    module = doc[0]
+
+    class Late(module.MiniGemini):
+        def open(self, params: dict[str, Any]) -> ParsesFirst:
+            return ParsesFirst(super().open(params))
+
+    message = caught(Late(), doc[1].GenerateContent(), tmp_path, RECORD_FIRST,
+                     "HTTP 500 at call 2")
+    assert "call 2 is recorded as a failure (http_error) that kept a body, with no " \
+        "`received`" in message

@@ -120,12 +120,35 @@ class _Ran:
 
 
 class _Recorder:
-    """The backend's session, with what it returns and raises kept for the secret check."""
+    """The backend's session, with what it returns and raises kept for the secret check.
+
+    `on_body` and `max_body_bytes` are the session's own, read and set through this wrapper:
+    the collector hands its `on_body` to whatever it is given, so the suite sees whether the
+    session records each body first (a session without them is given one it never calls,
+    and fails the check that every body was recorded)."""
 
     def __init__(self, session: Any) -> None:
         self.session = session
         self.endpoint = session.endpoint
         self.seen: list[Any] = []
+
+    @property
+    def on_body(self) -> Any:
+        """The session's `on_body` (None when it has none)."""
+        return getattr(self.session, "on_body", None)
+
+    @on_body.setter
+    def on_body(self, value: Any) -> None:
+        self.session.on_body = value
+
+    @property
+    def max_body_bytes(self) -> Any:
+        """The session's `max_body_bytes` (None when it has none)."""
+        return getattr(self.session, "max_body_bytes", None)
+
+    @max_body_bytes.setter
+    def max_body_bytes(self, value: Any) -> None:
+        self.session.max_body_bytes = value
 
     def send(self, request: Any) -> Reply:
         try:
@@ -340,10 +363,27 @@ class _Suite:
             time.sleep(grace)
         with server.lock:
             requests = list(server.requests)
+        self.one_body_a_call(name, folder / "journal.jsonl", requests)
         ran = _Ran(stop, read_journal(folder / "journal.jsonl"), requests, recorder.seen,
                    printed.getvalue(), where)
         self.shared_checks(name, ran, echoes_key)
         return ran
+
+    def one_body_a_call(self, name: str, journal: Path, requests: list[Any]) -> None:
+        """At most one `received` body a call: a second is a second request for the call (a
+        retry), which the journal's reader refuses; said here as the promise it breaks."""
+        bodies: dict[int, int] = {}
+        for line in journal.read_bytes().splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict) and record.get("type") == "received":
+                    bodies[record["seq"]] = bodies.get(record["seq"], 0) + 1
+        for seq, count in sorted(bodies.items()):
+            if count > 1:
+                raise fail(self.who, ONE_REQUEST, f"{name}: the session handed {count} "
+                            f"bodies to on_body for call {seq}, and the server received "
+                            f"{len(requests)} requests for {len(self.calls)} calls: one call "
+                            "is one request, never a retry")
 
     def open(self, name: str, params: dict[str, Any]) -> Any:
         try:
@@ -353,6 +393,7 @@ class _Suite:
                         f"{type(exc).__name__}: {exc}") from exc
 
     def shared_checks(self, name: str, ran: _Ran, echoes_key: bool) -> None:
+        self.recorded_first(name, ran)
         for number, request in enumerate(ran.requests):
             if request["method"] != "POST":
                 raise fail(self.who, NO_REDIRECT, f"{name}: request {number + 1} is a "
@@ -393,6 +434,28 @@ class _Suite:
                     raise fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in what "
                                 f"the session returned ({type(item).__name__}), though the "
                                 "server never sent it")
+
+    def recorded_first(self, name: str, ran: _Ran) -> None:
+        """Every body that came back was handed to `on_body` before the session read it: the
+        journal holds a `received` record of the call before its outcome, for every answer
+        (an outcome the session returned a Reply for) and every failure that kept a body
+        (`raw`), but a timeout or a broken connection (a body cut short, which nothing parses:
+        its first bytes are kept in the outcome). A session that parses first, and so records
+        nothing when parsing fails, or that never calls `on_body`, fails here."""
+        received: set[int] = set()
+        for record in ran.records:
+            if record.get("type") == "received":
+                received.add(record["seq"])
+            elif record.get("type") == "outcome" and record["seq"] not in received and (
+                    "failure" not in record or (record.get("raw") is not None and record.get(
+                        "failure") not in ("timeout", "connection"))):
+                what = "an answer" if "failure" not in record else \
+                    f"a failure ({record.get('failure')}) that kept a body"
+                raise fail(self.who, RECORD_FIRST, f"{name}: call {record['seq']} is "
+                            f"recorded as {what}, with no `received` record of its body "
+                            "before it: the session must hand every body to its `on_body` "
+                            "(text, status), as it arrived, before parsing it "
+                            "(fragbench.transport.SDKSession, JSONSession)")
 
     # What a scenario's outcome must be -----------------------------------------------------
 
