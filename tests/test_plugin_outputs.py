@@ -29,6 +29,7 @@ import polars as pl
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
 from fragbench.hookspecs import hookimpl
+from fragbench.testing.samples import CharacterWindows
 from fragbench_sliding_window import SlidingWindow
 
 PASSAGE = ["case", "lang", "variant", "chunk_size"]
@@ -83,25 +84,48 @@ class Wide(SentenceGroups):
         return super().chunk(sentences, size).with_columns(pl.col("chunk").cast(pl.Int64))
 
 
-class WideSpans:
-    """Windows of `size` characters, every integer Int64 (what int_ranges gives)."""
+class WideSpans(CharacterWindows):
+    """The kit's character windows, every integer Int64 (what int_ranges gives)."""
 
     name = "wide-spans"
-    api_version = "1.0"
-    output = "spans"
 
     def chunk(self, sentences, size):
-        keys = ["case", "lang", "variant"]
-        lengths = sentences.group_by(keys).agg(pl.col("end").max().cast(pl.Int64)
-                                               .alias("length"))
-        return (
-            lengths.with_columns(pl.int_ranges(0, pl.col("length"), size).alias("start"))
-            .explode("start").sort([*keys, "start"])
-            .with_columns(pl.int_range(pl.len()).over(keys).alias("chunk"),
-                          pl.min_horizontal(pl.col("start") + size, pl.col("length"))
-                          .alias("end"))
-            .select(*keys, "chunk", "start", "end")
-        )
+        return super().chunk(sentences, size).with_columns(
+            pl.col("chunk", "start", "end").cast(pl.Int64))
+
+
+class WholeWindows(SlidingWindow):
+    """Sliding windows of exactly `size` sentences: a passage shorter than the window gets no
+    chunk at all (SlidingWindow gives it one chunk of all its sentences)."""
+
+    name = "whole-windows"
+    api_version = "1.0"
+
+    def chunk(self, sentences, size):
+        return super().chunk(sentences, size).filter(pl.col("fact_ids").list.len() == size)
+
+
+class LosesTheLast(SentenceGroups):
+    """Declares overlap, then drops each passage's last group: its sentences are in no chunk."""
+
+    name = "loses-the-last"
+    api_version = "1.0"
+    overlap = True
+
+    def chunk(self, sentences, size):
+        chunks = super().chunk(sentences, size)
+        last = pl.col("chunk").max().over("case", "lang", "variant")
+        return chunks.filter((pl.col("chunk") < last) | (last == 0))
+
+
+class AllZero(SentenceGroups):
+    """Numbers every chunk 0."""
+
+    name = "all-zero"
+    api_version = "1.0"
+
+    def chunk(self, sentences, size):
+        return super().chunk(sentences, size).with_columns(pl.lit(0, pl.Int32).alias("chunk"))
 
 
 class Huge(Wide):
@@ -115,7 +139,8 @@ class Huge(Wide):
 
 @hookimpl
 def register_chunkers(register):
-    for chunker in (Overlapping(), Wide(), WideSpans(), Huge()):
+    for chunker in (Overlapping(), Wide(), WideSpans(), Huge(), WholeWindows(), LosesTheLast(),
+                    AllZero()):
         register(chunker)
 
 
@@ -147,6 +172,23 @@ facts.P3 = "Les cartons sont repris sous une semaine."
 """A case in which no sentence holds a term of its question: every chunk scores zero, and a
 scorer that divides by its passage's best score gives 0/0 (what the issue saw written)."""
 
+LOBBY = '''id = "lobby"
+license = "CC-BY-4.0"
+conditions = ["L1"]
+variants = { A = ["L1"], B = ["L1"] }
+
+[en]
+source = "Ravelle Print — Lobby"
+question = "When is the lobby open?"
+facts.L1 = "The lobby is open from eight."
+
+[fr]
+source = "Imprimerie Ravelle — Accueil"
+question = "Quand l'accueil est-il ouvert ?"
+facts.L1 = "L'accueil est ouvert dès huit heures."
+'''
+"""A case of one sentence: a passage shorter than the experiment's chunk sizes (2 and 3)."""
+
 
 @pytest.fixture
 def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
@@ -168,7 +210,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
 
 
 def use(experiment: Path, *, scorer: str | None = None, chunker: str | None = None,
-        parking: bool = False) -> bytes:
+        parking: bool = False, lobby: bool = False) -> bytes:
     """Edit the copy's config as a user would; returns its frozen plan's bytes as they are."""
     config = experiment / "config.toml"
     text = config.read_text(encoding="utf-8")
@@ -176,11 +218,12 @@ def use(experiment: Path, *, scorer: str | None = None, chunker: str | None = No
         text = text.replace('scorer = "sqrt-lexical"', f'scorer = "{scorer}"')
     if chunker:
         text = text.replace('chunker = "sentence-groups"', f'chunker = "{chunker}"')
-    if parking:
-        (experiment.parent.parent / "corpus" / "0.2" / "parking.toml").write_text(
-            PARKING, encoding="utf-8")
-        text = text.replace('"../../corpus/0.2/hosting.toml"]',
-                            '"../../corpus/0.2/hosting.toml", "../../corpus/0.2/parking.toml"]')
+    for wanted, name, case in ((parking, "parking", PARKING), (lobby, "lobby", LOBBY)):
+        if wanted:
+            (experiment.parent.parent / "corpus" / "0.2" / f"{name}.toml").write_text(
+                case, encoding="utf-8")
+            text = text.replace('"../../corpus/0.2/hosting.toml"',
+                                f'"../../corpus/0.2/hosting.toml", "../../corpus/0.2/{name}.toml"')
     config.write_text(text, encoding="utf-8")
     return (experiment / "experiment.json").read_bytes()
 
@@ -236,17 +279,46 @@ def test_undeclared_overlap_is_refused_before_freeze_plan_or_run_writes(
         "share them (docs/plugins.md), or fix or uninstall that plugin.")
 
 
+CHUNK_PROMISES = {
+    "whole-windows": "fragbench: chunker 'whole-windows' (plugin dist 0.1) promises every passage "
+                     "it was given, and no other, but at size 2 lobby en A: no chunk (and 3 more "
+                     "passages) (docs/plugins.md). Fix or uninstall that plugin.",
+    "loses-the-last": "fragbench: chunker 'loses-the-last' (plugin dist 0.1) promises every "
+                      "sentence at least once (overlap = True), but at size 2 delay en A: F5 F6 "
+                      "in no chunk (and 11 more passages) (docs/plugins.md). Fix or uninstall "
+                      "that plugin.",
+    "all-zero": "fragbench: chunker 'all-zero' (plugin dist 0.1) promises chunks numbered 0.. in "
+                "passage order, but at size 2 delay en A: its 3 chunks are numbered 0, 0, 0, not "
+                "0 to 2 (and 11 more passages) (docs/plugins.md). Fix or uninstall that plugin.",
+}
+"""What the core says of each chunker that breaks a promise the kit checks (issue 15, item 4:
+the same checks as the kit), on the experiment's corpus with the one-sentence `lobby` case."""
+
+
 @pytest.mark.usefixtures("installed")
-@pytest.mark.parametrize("args", [("--scorer", "passage-max"), ("--chunker", "overlapping")])
+@pytest.mark.parametrize("chunker", sorted(CHUNK_PROMISES))
+def test_a_chunker_breaking_a_kit_promise_is_refused_before_anything_is_written(
+        experiment: Path, workspace: Path, chunker: str) -> None:
+    frozen = use(experiment, chunker=chunker, lobby=True)
+    refused_everywhere(experiment, workspace, frozen, CHUNK_PROMISES[chunker])
+
+
+@pytest.mark.usefixtures("installed")
+@pytest.mark.parametrize("args", [("--scorer", "passage-max"), ("--chunker", "overlapping"),
+                                  *[("--chunker", c) for c in sorted(CHUNK_PROMISES)]])
 def test_retrieve_refuses_them_and_writes_nothing(workspace: Path, tmp_path: Path,
                                                   args: tuple[str, str]) -> None:
-    (workspace / "corpus" / "0.2" / "parking.toml").write_text(PARKING, encoding="utf-8")
+    for name, case in (("parking", PARKING), ("lobby", LOBBY)):
+        (workspace / "corpus" / "0.2" / f"{name}.toml").write_text(case, encoding="utf-8")
     out = tmp_path / "r.parquet"
     result = run_cli("retrieve", str(workspace / "corpus" / "0.2"), "--chunk-size", "2",
                      *args, "--out", str(out))
     assert result.returncode == 4
     [line] = error_lines(result.stderr)
     assert f"'{args[1]}' (plugin dist 0.1)" in line
+    if args[1] in CHUNK_PROMISES:
+        promise = CHUNK_PROMISES[args[1]].split(" but ")[0]
+        assert line.startswith(promise), line
     assert not out.exists()
 
 
@@ -263,6 +335,9 @@ def test_a_collection_scorer_giving_nan_is_refused_naming_query_and_chunk(
 
     def poisoned(self: SqrtLexical, index: object, queries: object, rows: slice) -> object:
         scores = real(self, index, queries, rows)
+        # A sparse product's stored entries come in no set order: sorted, the last is the
+        # row's last chunk (p1 #1), whichever order this run's product gave.
+        scores.sort_indices()
         scores.data[-1] = np.nan
         return scores
 
@@ -292,7 +367,7 @@ def test_an_int64_chunkers_table_is_written_int32(workspace: Path, tmp_path: Pat
     """docs/tables.md: retrieval.parquet's chunk (and start, end) are Int32."""
     out = tmp_path / "r.parquet"
     result = run_cli("retrieve", str(workspace / "corpus" / "0.2"), "--chunker", chunker,
-                     "--chunk-size", "2" if chunker == "wide" else "120", "--out", str(out))
+                     "--chunk-size", "2", "--out", str(out))
     assert result.returncode == 0, result.stderr
     table = pl.read_parquet(out)
     assert {c: str(table.schema[c]) for c in ("chunk", "start", "end")} == {

@@ -14,6 +14,7 @@ from conftest import ROOT, run_cli
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
 from fragbench.corpus import load_corpus
+from fragbench.errors import PluginError
 from fragbench.retrieval import retrieve
 from fragbench.text import STOPWORDS, terms
 
@@ -205,3 +206,64 @@ def test_retrieve_cli_refuses_unknown_format(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "x.xlsx" in result.stderr and ".parquet" in result.stderr
     assert not (tmp_path / "x.xlsx").exists()
+
+
+# -- The kit's chunk promises, held by the core (issue 15, item 4) -------------------------------
+
+class Spans:
+    """Spans given as data: (case, lang, variant, chunk, start, end) rows, overlap declared."""
+
+    name = "given-spans"
+    api_version = "1.0"
+    output = "spans"
+    overlap = True
+
+    def __init__(self, rows: list[tuple[str, str, str, int, int, int]]) -> None:
+        self.rows = rows
+
+    def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+        return pl.DataFrame(self.rows, schema={"case": pl.String, "lang": pl.String,
+                                               "variant": pl.String, "chunk": pl.Int32,
+                                               "start": pl.Int32, "end": pl.Int32},
+                            orient="row")
+
+
+def test_overlapping_spans_count_every_span_reaching_past_a_gap(tiny: Path) -> None:
+    """With overlap = True a character counts as covered when any span before it reaches past
+    it, not only the span just before: a long first span that holds shorter ones leaves no
+    gap. The passage is the tiny case's en A sentences, 125 characters."""
+    from fragbench.corpus import sentences_frame
+    from fragbench.retrieval import chunk_passages
+
+    sentences = sentences_frame(load_corpus([tiny]), ["en"]).filter(pl.col("variant") == "A")
+    length = int(sentences["end"].max())
+    nested = [("tiny", "en", "A", 0, 0, 100), ("tiny", "en", "A", 1, 10, 20),
+              ("tiny", "en", "A", 2, 30, length)]
+    assert chunk_passages(Spans(nested), sentences, 1).height == 3
+    gap = [("tiny", "en", "A", 0, 0, 20), ("tiny", "en", "A", 1, 10, 21),
+           ("tiny", "en", "A", 2, 30, length)]
+    with pytest.raises(PluginError) as caught:
+        chunk_passages(Spans(gap), sentences, 1)
+    assert str(caught.value) == (
+        "chunker 'given-spans' (test_retrieval) promises every character at least once "
+        "(overlap = True), but at size 1 tiny en A: characters 21..29 ('After the') are in no "
+        "chunk (docs/plugins.md). Fix or uninstall that plugin.")
+
+
+def test_chunks_of_a_passage_not_given_are_refused(tiny: Path) -> None:
+    from fragbench.corpus import sentences_frame
+    from fragbench.retrieval import chunk_passages
+
+    class Invents(SentenceGroups):
+        name = "invents"
+
+        def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+            chunks = super().chunk(sentences, size)
+            return pl.concat([chunks, chunks.head(1).with_columns(pl.lit("Z").alias("variant"))])
+
+    with pytest.raises(PluginError) as caught:
+        chunk_passages(Invents(), sentences_frame(load_corpus([tiny])), 2)
+    assert str(caught.value) == (
+        "chunker 'invents' (test_retrieval) promises every passage it was given, and no other, "
+        "but at size 2 tiny en Z: chunks of a passage it was not given (docs/plugins.md). Fix "
+        "or uninstall that plugin.")

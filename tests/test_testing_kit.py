@@ -174,6 +174,12 @@ class DropsASentence(SentenceGroups):
 
 
 class NumbersBackwards(SentenceGroups):
+    """Numbers 0..n-1, last chunk first. Declares overlap, so the coverage promise (which
+    reads chunks in number order and would word it first) passes, and the kit's own check
+    that numbers follow passage order is the one that catches it."""
+
+    overlap = True
+
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
         chunks = super().chunk(sentences, size)
         last = pl.col("chunk").max().over("case", "lang", "variant")
@@ -181,7 +187,10 @@ class NumbersBackwards(SentenceGroups):
 
 
 class Reorders(SentenceGroups):
-    """Each chunk's sentences last to first."""
+    """Each chunk's sentences last to first. Declares overlap, as NumbersBackwards does, so
+    that the kit's own order check, not the coverage promise, is the one that catches it."""
+
+    overlap = True
 
     def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
         return super().chunk(sentences, size).with_columns(pl.col("fact_ids").list.reverse())
@@ -238,6 +247,33 @@ class WholeWindowsOnly(SentenceGroups):
                             orient="row")
 
 
+class NumbersEveryChunkZero(SentenceGroups):
+    def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+        return super().chunk(sentences, size).with_columns(pl.lit(0, pl.Int32).alias("chunk"))
+
+
+class NamesAnotherPassage(SentenceGroups):
+    """Adds a chunk of a passage it was not given (variant Z)."""
+
+    def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+        chunks = super().chunk(sentences, size)
+        return pl.concat([chunks, chunks.head(1).with_columns(pl.lit("Z").alias("variant"))])
+
+
+class LosesALastSentence(WholeWindowsOnly):
+    """Overlapping windows that give up on a passage's last window: the one-sentence passage
+    keeps its chunk, but every longer passage loses its last sentence."""
+
+    def chunk(self, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+        whole = super().chunk(sentences, 1)
+        last = pl.col("chunk").max().over("case", "lang", "variant")
+        return whole.filter((pl.col("chunk") < last) | (last == 0))
+
+
+class LeavesAGapDeclared(LeavesAGap):
+    overlap = True
+
+
 class NoApiVersion:
     name = "no-api-version"
 
@@ -250,6 +286,10 @@ class NoApiVersion:
     (NoApiVersion(), "declares the plugin API it is written for"),
     (DropsASentence(), "every sentence once and in order"),
     (NumbersBackwards(), "chunks numbered 0.. in passage order"),
+    (NumbersEveryChunkZero(), "chunks numbered 0.. in passage order"),
+    (NamesAnotherPassage(), "every passage it was given, and no other"),
+    (LosesALastSentence(), "every sentence at least once (overlap = True)"),
+    (LeavesAGapDeclared(), "every character at least once (overlap = True)"),
     (Reorders(), "sentences in passage order"),
     (OverlapsUndeclared(), "every sentence once and in order"),
     (Random(), "deterministic"),
@@ -264,10 +304,27 @@ def test_a_broken_chunker_fails_its_check(chunker: Any, promise: str) -> None:
 
 def test_a_passage_shorter_than_the_window_is_the_one_sentence_sample() -> None:
     """At sizes 1 and 2 only the kit's one-sentence passage is shorter than the window."""
-    with pytest.raises(AssertionError, match=r"contract \(every passage it was given, and no "
-                                             r"other\): at size 2, no chunk for kit-museum/en/A, "
-                                             r"kit-museum/fr/A"):
+    with pytest.raises(AssertionError) as caught:
         check_chunker(WholeWindowsOnly(), sizes=(1, 2))
+    assert str(caught.value) == (
+        "chunker 'sentence-groups' breaks its contract (every passage it was given, and no "
+        "other): at size 2 kit-museum en A: no chunk (and 1 more passages)")
+
+
+def test_the_kit_words_a_numbering_and_a_lost_sentence_as_the_core_does() -> None:
+    """The kit fails with the core's lines (`fragbench.retrieval.chunk_problems`), the same
+    words `freeze`, `plan`, `run` and `retrieve` refuse with."""
+    with pytest.raises(AssertionError) as caught:
+        check_chunker(NumbersEveryChunkZero(), sizes=(2,))
+    assert str(caught.value) == (
+        "chunker 'sentence-groups' breaks its contract (chunks numbered 0.. in passage order): "
+        "at size 2 kit-delivery en A: its 5 chunks are numbered 0, 0, 0, 0, 0, not 0 to 4 (and "
+        "11 more passages)")
+    with pytest.raises(AssertionError) as caught:
+        check_chunker(LosesALastSentence(), sizes=(2,))
+    assert str(caught.value).startswith(
+        "chunker 'sentence-groups' breaks its contract (every sentence at least once (overlap "
+        "= True)): at size 2 kit-delivery en A: L10 in no chunk (and ")
 
 
 # -- Scorers ------------------------------------------------------------------------------------

@@ -174,13 +174,12 @@ def _check_finite(scores: Any, scorer: Any, queries: pl.DataFrame, chunks: pl.Da
         return
     from fragbench.errors import PluginError
     from fragbench.plugins import describe
-    from fragbench.retrieval import FINITE_PROMISE
+    from fragbench.retrieval import FINITE_PROMISE, shown_score
 
     at = int(np.flatnonzero(~finite)[0])
     row = int(np.searchsorted(scores.indptr, at, side="right") - 1)
     column = int(scores.indices[at])
-    value = float(scores.data[at])
-    shown = "NaN" if value != value else str(value)
+    shown = shown_score(float(scores.data[at]))
     passage, chunk = chunks["passage"][column], chunks["chunk"][column]
     bad = int((~finite).sum())
     more = f" ({bad} scores of this batch are)" if bad > 1 else ""

@@ -32,8 +32,11 @@ from fragbench.spans import (
     check_spans,
     chunker_output,
     coverage_problems,
+    covered_problems,
     from_sentences,
     from_spans,
+    numbering_problems,
+    passage_problems,
 )
 
 PASSAGE = ["case", "lang", "variant"]
@@ -77,6 +80,12 @@ OVERLAP_PROMISE = {"sentences": "every sentence once and in order",
                    "spans": "every character once and in order"}
 """The promise a chunker that does not declare `overlap = True` makes, by its output: the
 words the core's refusal and the test kit's failure both use."""
+COVERED_PROMISE = {"sentences": "every sentence at least once (overlap = True)",
+                   "spans": "every character at least once (overlap = True)"}
+"""What a chunker that declares `overlap = True` still promises, by its output (white space
+aside for spans)."""
+PASSAGES_PROMISE = "every passage it was given, and no other"
+NUMBERING_PROMISE = "chunks numbered 0.. in passage order"
 FINITE_PROMISE = ("a score is a finite number (not NaN, inf or null), which selection can rank; "
                   "a division by zero gives NaN or inf (such as by the best score of a passage "
                   "in which no chunk holds a term of its question)")
@@ -114,25 +123,68 @@ def _check_chunk_numbers(frame: pl.DataFrame, who: str) -> None:
                           "uninstall that plugin.")
 
 
-def chunk_passages(chunker: Chunker, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
-    """`read_chunks`, and a chunker that does not declare `overlap = True` held to its
-    promise (`fragbench.spans.coverage_problems`, the test kit's own rule): its chunks hold
-    each sentence, or each non-white-space character, once and in passage order. Otherwise
-    refused in one line naming the plugin, the promise and the first passage that breaks it,
-    before anything is scored or written."""
-    chunks = read_chunks(chunker, sentences, size)
-    if getattr(chunker, "overlap", False) is not True:
-        problems = coverage_problems(chunks, sentences)
+def chunk_problems(chunks: pl.DataFrame, sentences: pl.DataFrame, output: str,
+                   overlap: bool) -> tuple[str, list[str]]:
+    """The first promise the chunks (`read_chunks`'s, of one chunk size) break, with one line
+    per passage that breaks it, in passage order; `("", [])` when they keep them all. The
+    promises, in the order they are checked (the test kit checks the same, in the same words):
+
+    1. `PASSAGES_PROMISE`: every passage given has a chunk, no chunk names another
+       (`fragbench.spans.passage_problems`);
+    2. coverage: without `overlap`, `OVERLAP_PROMISE` (`fragbench.spans.coverage_problems`:
+       each sentence, or each non-white-space character, once and in passage order); with it,
+       `COVERED_PROMISE` (`fragbench.spans.covered_problems`: each at least once);
+    3. `NUMBERING_PROMISE`: each passage's chunks numbered exactly 0..n-1
+       (`fragbench.spans.numbering_problems`).
+
+    Coverage comes before numbering because its words say more (which sentences or characters
+    were lost) when a chunker that drops a chunk also leaves a gap in the numbers. Every check is
+    a few whole-frame joins and group-bys, cheap beside scoring (benchmarks/RESULTS.md)."""
+    covered = (COVERED_PROMISE[output], covered_problems) if overlap else \
+        (OVERLAP_PROMISE[output], coverage_problems)
+    checks = ((PASSAGES_PROMISE, passage_problems), covered,
+              (NUMBERING_PROMISE, lambda c, _: numbering_problems(c)))
+    for promise, check in checks:
+        problems = check(chunks, sentences)
         if problems:
-            who = describe("chunker", chunker)
-            output = "spans" if chunks["start"].null_count() < chunks.height else "sentences"
-            more = f" (and {len(problems) - 1} more passages)" if len(problems) > 1 else ""
-            raise PluginError(f"{who} declares no overlap = True, so it promises "
-                              f"{OVERLAP_PROMISE[output]}, but at size {size} "
-                              f"{problems[0]}{more}; declare overlap = True if its chunks "
-                              "are meant to share them (docs/plugins.md), or fix or uninstall "
-                              "that plugin.")
-    return chunks
+            return promise, problems
+    return "", []
+
+
+def at_size(size: int, problems: list[str]) -> str:
+    """`at size 2 kit-museum en A: no chunk (and 1 more passages)`: how the core's refusal
+    and the kit's failure both say where a promise broke."""
+    more = f" (and {len(problems) - 1} more passages)" if len(problems) > 1 else ""
+    return f"at size {size} {problems[0]}{more}"
+
+
+def chunk_passages(chunker: Chunker, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
+    """`read_chunks`, held to the promises of `chunk_problems` (the test kit's own rules:
+    every passage given and no other; each sentence, or non-white-space character, once and
+    in order, or at least once with `overlap = True`; chunks numbered 0..n-1). A chunker that
+    breaks one is refused in one line naming the plugin, the promise and the first passage
+    that breaks it, before anything is scored or written (`freeze`, `plan`, `run` and
+    `retrieve` all read chunks through here)."""
+    chunks = read_chunks(chunker, sentences, size)
+    overlap = getattr(chunker, "overlap", False) is True
+    output = "spans" if chunks["start"].null_count() < chunks.height else "sentences"
+    promise, problems = chunk_problems(chunks, sentences, output, overlap)
+    if not problems:
+        return chunks
+    who = describe("chunker", chunker)
+    where = at_size(size, problems)
+    if promise == OVERLAP_PROMISE[output]:
+        raise PluginError(f"{who} declares no overlap = True, so it promises {promise}, but "
+                          f"{where}; declare overlap = True if its chunks are meant to share "
+                          "them (docs/plugins.md), or fix or uninstall that plugin.")
+    raise PluginError(f"{who} promises {promise}, but {where} (docs/plugins.md). Fix or "
+                      "uninstall that plugin.")
+
+
+def shown_score(score: float | None) -> str:
+    """A score that breaks `FINITE_PROMISE` as a refusal shows it: `null`, `NaN`, `inf` or
+    `-inf` (the words of `check_scores` and of the collection's batch check)."""
+    return "null" if score is None else "NaN" if score != score else str(float(score))
 
 
 def check_scores(scored: pl.DataFrame, who: str) -> None:
@@ -144,8 +196,7 @@ def check_scores(scored: pl.DataFrame, who: str) -> None:
     if not bad.height:
         return
     row = bad.sort([*PASSAGE, "chunk_size", "chunk"]).row(0, named=True)
-    score = row["score"]
-    shown = "null" if score is None else "NaN" if score != score else str(float(score))
+    shown = shown_score(row["score"])
     more = f" ({bad.height} of {scored.height} chunks score so)" if bad.height > 1 else ""
     raise PluginError(f"{who} gave chunk {row['case']}/{row['lang']}/{row['variant']} size "
                       f"{row['chunk_size']} #{row['chunk']} the score {shown}{more}; "

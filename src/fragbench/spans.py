@@ -205,12 +205,95 @@ def coverage_problems(chunks: pl.DataFrame, sentences: pl.DataFrame) -> list[str
     passages), so that `freeze`, `plan` and `run` can afford it on every chunk size of a large
     corpus; only the passages that break the promise are read row by row, to word the lines.
     """
-    ordered = chunks.sort([*PASSAGE, "chunk"])
+    # A stable sort: chunk numbers that tie (refused later, by `numbering_problems`) keep the
+    # chunker's row order rather than an arbitrary one, so the words do not change run to run.
+    ordered = chunks.sort([*PASSAGE, "chunk"], maintain_order=True)
     spans = ordered.filter(pl.col("start").is_not_null())
     problems = _sentence_problems(ordered.filter(pl.col("start").is_null()), sentences)
     if spans.height:
         problems += _span_problems(spans, sentences)
     return problems
+
+
+def passage_problems(chunks: pl.DataFrame, sentences: pl.DataFrame) -> list[str]:
+    """Every passage it was given has at least one chunk, and no chunk names a passage it was
+    not given: one line per passage that breaks it, in passage order (empty when it holds).
+    Two anti-joins on the passages' keys, whatever the size of the corpus."""
+    given = sentences.select(PASSAGE).unique()
+    named = chunks.select(PASSAGE).unique()
+    bad = pl.concat([
+        given.join(named, on=PASSAGE, how="anti").with_columns(pl.lit("no chunk").alias("_what")),
+        named.join(given, on=PASSAGE, how="anti")
+        .with_columns(pl.lit("chunks of a passage it was not given").alias("_what")),
+    ]).sort(PASSAGE, nulls_last=True)
+    return [f"{case} {lang} {variant}: {what}" for case, lang, variant, what in bad.iter_rows()]
+
+
+SHOWN_NUMBERS = 12
+"""How many of a badly numbered passage's chunk numbers a line shows."""
+
+
+def numbering_problems(chunks: pl.DataFrame) -> list[str]:
+    """Each passage's chunks are numbered exactly 0, 1, ..., n-1 (in any row order): one line
+    per passage that breaks it, in passage order (empty when it holds). One group-by (count,
+    minimum, maximum, distinct and null count of `chunk` per passage); only the passages that
+    break it are read again, to word the lines."""
+    number = pl.col("chunk").cast(pl.Int64)
+    stats = chunks.group_by(PASSAGE).agg(
+        pl.len().cast(pl.Int64).alias("_n"),  # a count is unsigned: n - 1 must not wrap
+        number.min().fill_null(-1).alias("_lo"),
+        number.max().fill_null(-1).alias("_hi"),
+        number.n_unique().cast(pl.Int64).alias("_distinct"),
+        number.null_count().alias("_nulls"),
+    )
+    bad = stats.filter((pl.col("_lo") != 0) | (pl.col("_hi") != pl.col("_n") - 1)
+                       | (pl.col("_distinct") != pl.col("_n")) | (pl.col("_nulls") > 0))
+    if not bad.height:
+        return []
+    shown = (
+        chunks.join(bad.select(*PASSAGE, "_n"), on=PASSAGE)
+        .group_by(PASSAGE)
+        .agg(pl.col("_n").first(), number.sort(nulls_last=True).head(SHOWN_NUMBERS)
+             .alias("_numbers"))
+        .sort(PASSAGE, nulls_last=True)
+    )
+    lines = []
+    for case, lang, variant, n, numbers in shown.iter_rows():
+        listed = ", ".join("null" if x is None else str(x) for x in numbers)
+        more = ", ..." if n > len(numbers) else ""
+        lines.append(f"{case} {lang} {variant}: its {n} chunks are numbered {listed}{more}, "
+                     f"not 0 to {n - 1}")
+    return lines
+
+
+def covered_problems(chunks: pl.DataFrame, sentences: pl.DataFrame) -> list[str]:
+    """What a chunker that declares `overlap = True` still promises: every sentence of each
+    passage in at least one chunk (sentence output), or every character but white space in at
+    least one span (span output). One line per passage that breaks it, in passage order.
+    Whole-frame: an anti-join of the passage's sentences against the facts the chunks hold, or
+    the gaps between the spans sorted by start (each span against the furthest end before it).
+    """
+    spans = chunks.filter(pl.col("start").is_not_null())
+    problems = _lost_sentences(chunks.filter(pl.col("start").is_null()), sentences)
+    if spans.height:
+        problems += _span_problems(spans, sentences, overlap=True)
+    return problems
+
+
+def _lost_sentences(chunks: pl.DataFrame, sentences: pl.DataFrame) -> list[str]:
+    if not chunks.height:
+        return []
+    held = (chunks.select(*PASSAGE, pl.col("fact_ids").alias("fact_id")).explode("fact_id")
+            .drop_nulls("fact_id").unique())
+    lost = (
+        sentences.join(chunks.select(PASSAGE).unique(), on=PASSAGE)
+        .join(held, on=[*PASSAGE, "fact_id"], how="anti")
+        .sort([*PASSAGE, "position"])
+        .group_by(PASSAGE, maintain_order=True)
+        .agg("fact_id")
+    )
+    return [f"{case} {lang} {variant}: {' '.join(ids)} in no chunk"
+            for case, lang, variant, ids in lost.iter_rows()]
 
 
 def _sentence_problems(ordered: pl.DataFrame, sentences: pl.DataFrame) -> list[str]:
@@ -258,20 +341,25 @@ def _sentence_problems(ordered: pl.DataFrame, sentences: pl.DataFrame) -> list[s
             for case, lang, variant, got, expected in grouped.iter_rows()]
 
 
-def _span_problems(spans: pl.DataFrame, sentences: pl.DataFrame) -> list[str]:
+def _span_problems(spans: pl.DataFrame, sentences: pl.DataFrame, overlap: bool = False
+                   ) -> list[str]:
     """Disjoint spans in passage order that leave out only white space: each span starts at
     or after the previous one's end (0 for the first), nothing but white space between them,
-    and nothing but white space after the last. The first break of each passage is named."""
+    and nothing but white space after the last. The first break of each passage is named.
+
+    With `overlap`, only the white-space rule: the spans sorted by start, each gap is what
+    lies between a span's start and the furthest end of the spans before it."""
     passages = passages_frame(sentences)
-    edges = (
-        spans.select(*PASSAGE, pl.col("chunk").cast(pl.Int64),
-                     pl.col("start").cast(pl.Int64), pl.col("end").cast(pl.Int64))
-        .with_columns(pl.col("end").shift(1, fill_value=0).over(PASSAGE).alias("_lo"),
-                      pl.int_range(pl.len()).over(PASSAGE).alias("_i"))
-    )
+    edges = spans.select(*PASSAGE, pl.col("chunk").cast(pl.Int64),
+                         pl.col("start").cast(pl.Int64), pl.col("end").cast(pl.Int64))
+    if overlap:
+        edges = edges.sort([*PASSAGE, "start", "chunk"])
+    reach = pl.col("end").cum_max() if overlap else pl.col("end")
+    edges = edges.with_columns(reach.shift(1, fill_value=0).over(PASSAGE).alias("_lo"),
+                               pl.int_range(pl.len()).over(PASSAGE).alias("_i"))
+    last = pl.col("end").max() if overlap else pl.col("end").last()
     tails = (
-        edges.group_by(PASSAGE).agg(pl.col("end").last().alias("_lo"),
-                                    pl.len().cast(pl.Int64).alias("_i"))
+        edges.group_by(PASSAGE).agg(last.alias("_lo"), pl.len().cast(pl.Int64).alias("_i"))
         .join(passages.select(*PASSAGE, pl.col("length").alias("start")), on=PASSAGE)
         .with_columns(pl.lit(None, pl.Int64).alias("chunk"))
     )
@@ -280,7 +368,7 @@ def _span_problems(spans: pl.DataFrame, sentences: pl.DataFrame) -> list[str]:
                    tails.select(*PASSAGE, "chunk", "_lo", "start", "_i")])
         .join(passages.select(*PASSAGE, "passage"), on=PASSAGE, how="left")
         .with_columns(
-            (pl.col("start") < pl.col("_lo")).alias("_overlap"),
+            ((pl.col("start") < pl.col("_lo")) & pl.lit(not overlap)).alias("_overlap"),
             pl.col("passage").str.slice(pl.col("_lo"),
                                         (pl.col("start") - pl.col("_lo")).clip(lower_bound=0))
             .alias("_gap"),
