@@ -123,8 +123,52 @@ class NeedsCalls(CellCost):
         return {"cell_cost": self.table(data).select(list(self.tables["cell_cost"]))}
 
 
+class ReservedName(CellCost):
+    """Its table would be written over the series' recorded `retrieval.parquet`."""
+
+    tables: ClassVar[Tables] = {"retrieval": CellCost.tables["cell_cost"]}
+
+    def compute(self, data: Any) -> dict[str, pl.DataFrame]:
+        return {"retrieval": self.table(data).select(list(self.tables["retrieval"]))} \
+            if data.calls is not None else {}
+
+
+class Summarized(CellCost):
+    """A summary for the reports: the calls given every condition, per case and language. The
+    kit calls it only on tables computed (with calls=None there are none, and nor is there a
+    section in the reports), so it may index its table."""
+
+    name = "summarized"
+
+    def summary(self, tables: dict[str, pl.DataFrame]) -> list[tuple[str, pl.DataFrame]]:
+        return [("Calls given every condition", tables["cell_cost"].group_by(
+            "case", "lang", maintain_order=True).agg(pl.col("calls_all_conditions").sum()))]
+
+
+class SummaryFloatMoney(CellCost):
+    def summary(self, tables: dict[str, pl.DataFrame]) -> list[tuple[str, pl.DataFrame]]:
+        return [("Cost per cell", tables["cell_cost"].with_columns(
+            pl.col("cost_usd").cast(pl.Float64)))]
+
+
+class SummaryTotal(CellCost):
+    def summary(self, tables: dict[str, pl.DataFrame]) -> list[tuple[str, pl.DataFrame]]:
+        return [("Total", tables["cell_cost"].select(pl.col("cost_usd").sum()))]
+
+
+class SummaryColumnName(CellCost):
+    def summary(self, tables: dict[str, pl.DataFrame]) -> list[tuple[str, pl.DataFrame]]:
+        return [("Costs", tables["cell_cost"].rename({"cost_usd": "cost\n| usd"}))]
+
+
+class SummaryRaises(CellCost):
+    def summary(self, tables: dict[str, pl.DataFrame]) -> list[tuple[str, pl.DataFrame]]:
+        return [("Costs", tables["cost"])]
+
+
 @pytest.mark.parametrize("measure", [Availability(), Citations(), Completeness(),
-                                     UsageMeasure(), CellCost()], ids=lambda m: m.name)
+                                     UsageMeasure(), CellCost(), Summarized()],
+                         ids=lambda m: m.name)
 def test_a_measure_that_keeps_the_contract_passes(measure: Any) -> None:
     check_measure(measure)
     check_measure(measure, measure_input())
@@ -160,6 +204,19 @@ MISTAKES = [
     (Mutates(), "never changes its input", "changed its input (facts)"),
     (NeedsCalls(), "computes its tables from any recorded series",
      "before any call (calls=None) raised AttributeError"),
+    (ReservedName(), "declares its tables",
+     "declares a table 'retrieval', a name fragbench's own tables use (calls, retrieval, "
+     "facts)"),
+    (SummaryFloatMoney(), "writes money as exact decimals",
+     "summary() frame 'Cost per cell': money column cost_usd is Float64, promised "
+     "Decimal(38, 18)"),
+    (SummaryTotal(), "keys every table by case and language (no global score)",
+     "summary() frame 'Total' has no case or lang column"),
+    (SummaryColumnName(), "summary(tables) returns titled frames for the reports",
+     "summary() frame 'Costs' has a column 'cost\\n| usd'; a column name is 1 to 128 "
+     "characters on one line"),
+    (SummaryRaises(), "summary(tables) returns titled frames for the reports",
+     "summary() of the tables computed on the kit's sample series raised KeyError"),
 ]
 
 

@@ -5,7 +5,7 @@ the core: every value redacted and escaped, never markup from a plugin.
 
 One series is run for the module (in process, the offline baseline) with two plugin measures
 listed in the experiment's `measures` and refrozen: `cell-cost` (default rendering) and
-`notes` (a summary whose title and values hold markup and a key).
+`notes` (a summary whose title, column and values hold markup and a key).
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ class Notes:
                  .with_columns(pl.lit({HOSTILE!r}).alias("note"))}}
 
     def summary(self, tables):
-        return [("Notes <b>per case</b>", tables["notes"].head(2))]
+        return [("Notes <b>per case</b>",
+                 tables["notes"].head(2).rename({{"note": "<i>note</i> & [link](x)"}}))]
 
 
 @hookimpl
@@ -107,7 +108,14 @@ def test_a_plugin_measure_is_shown_by_default_in_both_reports(series: Path) -> N
 def test_a_measure_summary_is_drawn_by_the_core_redacted_and_escaped(series: Path) -> None:
     report = (series / "report.md").read_text(encoding="utf-8")
     assert "## Measure `notes`" in report
-    assert "### Notes <b>per case</b> (2 rows)" in report  # its title; its frames, not tables
+    # Its title, its frames (not its tables); in report.md as text, never markup: `<`, `>`,
+    # `&` as entities and `[`, `]` escaped, in the heading, the header and the cells alike.
+    assert "### Notes &lt;b&gt;per case&lt;/b&gt; (2 rows)" in report
+    assert "| case | lang | &lt;i&gt;note&lt;/i&gt; &amp; \\[link\\](x) |" in report
+    assert report.count('| &lt;script&gt;window.__pwned = 1&lt;/script&gt; [redacted] '
+                        '&lt;img src=x onerror="window.__pwned = 2"&gt; |') == 2
+    assert "<b>" not in report and "<i>" not in report and "[link]" not in report
+    assert "<script" not in report and "<img" not in report
     text = (series / REPORT_HTML).read_text(encoding="utf-8")
     assert CANARY_KEY not in text and CANARY_KEY not in report
     assert "<script>window.__pwned" not in text and "<img src=x" not in text
@@ -115,6 +123,7 @@ def test_a_measure_summary_is_drawn_by_the_core_redacted_and_escaped(series: Pat
     [section] = [s for s in parse(text).all("section", "measure")
                  if s.attrs["data-measure"] == "notes"]
     assert "Notes <b>per case</b>" in section.one("h3").text()
+    assert [th.text() for th in section.all("th")] == ["case", "lang", "<i>note</i> & [link](x)"]
     cells = [td.text() for td in section.all("td")]
     assert cells.count(HOSTILE.replace(CANARY_KEY, "[redacted]")) == 2
 

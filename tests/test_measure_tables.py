@@ -18,6 +18,9 @@ import pytest
 from conftest import error_lines, refreeze, run_cli
 from measure_plugin import Install, cell_cost, installer
 
+from fragbench.plugins import registry
+from fragbench.testing import check_measure
+
 DOCS = "docs/writing-a-measure.md"
 PLUGIN = "measure 'cell-cost' (plugin fragbench-cell-cost 0.3)"
 
@@ -31,6 +34,10 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file()}
 
+
+SUMMARY_AT = "    def compute(self, data):"
+SUMMARY = ("    def summary(self, tables):\n        return [('Cost per cell', {})]\n\n"
+           + SUMMARY_AT)
 
 BROKEN = [
     # (what is broken, the line as written -> as broken, what the refusal says)
@@ -56,6 +63,30 @@ BROKEN = [
                                         ('list(self.tables["cell_cost"])',
                                          'list(self.declared["cell_cost"])'))},
      "declares no tables; add `tables = "),
+    # The core's own tables: a measure's `facts` would be written over the recorded one.
+    *[(f"a table named {name}", {"table": name},
+       f"declares a table {name!r}, a name fragbench's own tables use (calls, retrieval, "
+       "facts): it would overwrite what the series recorded")
+      for name in ("facts", "retrieval", "calls", "Facts")],
+    # A column name is a report's table header: one line, no cell separator.
+    *[(f"a column name with {what}", {"replace": (('"calls_all_conditions": "Int32"',
+                                                   f'"calls{bad}all": "Int32"'),
+                                                  ('.alias("calls_all_conditions")',
+                                                   f'.alias("calls{bad}all")'))},
+       f"declares table cell_cost with a column {shown}; a column name is 1 to 128 "
+       "characters on one line, without '|' or control characters")
+      for what, bad, shown in (("a pipe", "|", "'calls|all'"),
+                               ("a line break", "\\n", "'calls\\nall'"),
+                               ("a control character", "\\x1b", "'calls\\x1ball'"))],
+    # What summary() gives the reports keeps the tables' rules.
+    ("float money in the summary", {"replace": ((SUMMARY_AT, SUMMARY.format(
+        'tables["cell_cost"].with_columns(pl.col("cost_usd").cast(pl.Float64))')),)},
+     "summary() frame 'Cost per cell': money column cost_usd is Float64, promised "
+     "Decimal(38, 18)"),
+    ("a summary frame with no language", {"replace": ((SUMMARY_AT, SUMMARY.format(
+        'tables["cell_cost"].group_by("case", maintain_order=True).agg(pl.len())')),)},
+     "summary() frame 'Cost per cell' has no lang column; publish results per case and "
+     "language"),
 ]
 
 
@@ -69,8 +100,14 @@ def test_measure_refuses_a_table_that_breaks_its_declaration_and_writes_nothing(
     assert result.returncode == 4, result.stdout
     [line] = error_lines(result.stderr)
     assert PLUGIN in line and says in line and DOCS in line, line
-    assert "nothing was written" in line
+    assert line.endswith("; nothing was written: fix or uninstall that plugin."), line
     assert snapshot(extractive) == before
+    # The kit fails the same plugin in the same words: one check (measure_tables) for both.
+    detail = line.split(PLUGIN, 1)[1].removeprefix(":").strip().removesuffix(
+        "; nothing was written: fix or uninstall that plugin.")
+    with pytest.raises(AssertionError) as failed:
+        check_measure(registry().get("measure", "cell-cost"))
+    assert detail in str(failed.value), (detail, str(failed.value))
 
 
 def test_a_measure_that_keeps_its_declaration_is_written_as_declared(
@@ -125,3 +162,18 @@ def test_a_summary_that_is_not_titled_frames_is_refused_before_anything_is_writt
     [line] = error_lines(result.stderr)
     assert "measure 'cell-cost' (plugin fragbench-cell-cost 0.3): summary() returned str" in line
     assert {p: p.read_bytes() for p in extractive.rglob("*") if p.is_file()} == before
+
+
+def test_a_type_is_written_one_way_in_every_table_declaration() -> None:
+    """docs/tables.md's types, the shared column types (`IDS`, `PASSAGE_TYPES`) and every
+    measure's `tables` are type names (`List(String)`), never Polars types: one name, one
+    meaning, wherever it is imported from."""
+    from fragbench import columns, schemas
+
+    assert schemas.IDS == columns.IDS == "List(String)"
+    assert schemas.PASSAGE_TYPES == columns.PASSAGE_TYPES
+    loose = [(table, column, dtype) for table, types in schemas.TYPES.items()
+             for column, dtype in types.items() if not isinstance(dtype, str)]
+    assert loose == []
+    assert schemas.TYPES["retrieval"]["fact_ids"] == "List(String)"
+    assert schemas.TYPES["calls"]["cost_usd"] == "Decimal(38, 18)"

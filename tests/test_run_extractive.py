@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import run_cli
+from conftest import error_lines, refreeze, run_cli
+from measure_plugin import Install, cell_cost, installer
+
+from fragbench.errors import EXIT_STOPPED
+from fragbench.plugins import registry
 
 
 @pytest.fixture
@@ -89,3 +96,58 @@ def test_every_table_is_documented(series: Path) -> None:
     for path in series.glob("*.parquet"):
         columns = set(pl.read_parquet_schema(path))
         assert columns == documented[path.stem], path.name
+
+
+@pytest.fixture
+def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install]:
+    yield from installer(tmp_path, monkeypatch)
+
+
+ANSWERED = '(data.calls["status"] == "completed").any()'
+FAILS_WHEN_ANSWERED = [
+    # (how, the line added at the start of compute, what the error line says)
+    ("raises", f"        if {ANSWERED}:\n            raise RuntimeError('no answer expected')\n",
+     "measure 'cell-cost' (plugin fragbench-cell-cost 0.3) failed: RuntimeError: no answer "
+     "expected"),
+    ("float money", f"        if {ANSWERED}:\n            return {{'cell_cost': pl.DataFrame("
+                    "{'case': ['x'], 'lang': ['en'], 'cost_usd': [0.1]})}\n",
+     "measure 'cell-cost' (plugin fragbench-cell-cost 0.3): table cell_cost: money column "
+     "cost_usd is Float64, promised Decimal(38, 18)"),
+]
+
+
+@pytest.mark.parametrize(("line", "says"), [(x, s) for _, x, s in FAILS_WHEN_ANSWERED],
+                         ids=[how for how, _, _ in FAILS_WHEN_ANSWERED])
+def test_a_measure_that_fails_only_on_answered_calls_leaves_the_series_recorded(
+        experiment: Path, install: Install, tmp_path: Path, line: str, says: str) -> None:
+    """The check before the first call passes (no call is answered yet); after collecting, the
+    measure fails. The series stands: the spend is said, status.json is written, the line
+    names the measure and says what to do, and `fragbench measure` derives the tables once
+    the measure is fixed."""
+    start = "    def compute(self, data):\n"
+    install("fragbench-cell-cost", cell_cost(replace=((start, start + line),)))
+    refreeze(experiment, '"completeness", "usage"]', '"completeness", "usage", "cell-cost"]')
+    out = tmp_path / "outputs"
+    result = run_cli("run", str(experiment), "--series", "extractive", "--out", str(out))
+    series_dir = out / "protocol-1.0" / "extractive"
+    assert result.returncode == EXIT_STOPPED, result.stderr
+    assert "72 of 72 calls sent; spent 0 USD" in result.stdout
+    [error] = error_lines(result.stderr)
+    assert says in error, error
+    assert "the series' calls are recorded in its journal" in error
+    assert f"fix the measure, then run `fragbench measure {series_dir}`" in error
+    assert "nothing was written" not in error
+    status = json.loads((series_dir / "status.json").read_text(encoding="utf-8"))
+    assert status["state"] == "complete" and status["spent_usd"] == "0"
+    journal = (series_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    assert sum(json.loads(r)["type"] == "outcome" for r in journal) == 72
+    assert not (series_dir / "measures.json").exists()
+
+    # Fixed (the same code, without the line), `measure` derives what `run` could not.
+    (tmp_path / "site" / "fragbench_cell_cost.py").write_text(cell_cost(), encoding="utf-8")
+    sys.modules.pop("fragbench_cell_cost")
+    importlib.invalidate_caches()
+    registry.cache_clear()
+    rebuilt = run_cli("measure", str(series_dir))
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert (series_dir / "cell_cost.parquet").is_file() and (series_dir / "report.md").is_file()

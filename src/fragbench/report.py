@@ -66,14 +66,31 @@ def plain_cell(value: Any) -> str:
     return str(value)
 
 
+# `&` first, so that the entities made for `<` and `>` are not escaped again.
+_ENTITIES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+
+
+def markdown_text(text: str) -> str:
+    """Text made inert in report.md, in a table cell or a heading: `<`, `>` and `&` as
+    entities (no tag, comment or entity from a value reaches a Markdown renderer), `\\`, `|`,
+    `[` and `]` escaped (no cell split, no link or image), and any run of line breaks or
+    control characters as one space (one line). A Markdown viewer shows the text as it was."""
+    for char, entity in _ENTITIES:
+        text = text.replace(char, entity)
+    for char in "\\|[]":
+        text = text.replace(char, "\\" + char)
+    return _BREAKS.sub(" ", text)
+
+
 def _cell(value: Any) -> str:
-    text = plain_cell(value).replace("\\", "\\\\").replace("|", "\\|")
-    return re.sub(r"[\r\n]+", " ", text)
+    return markdown_text(plain_cell(value))
 
 
 def markdown_table(frame: pl.DataFrame) -> str:
-    """A pipe table; null shows as —, an empty list as ∅."""
-    head = "| " + " | ".join(frame.columns) + " |"
+    """A pipe table, its headers and cells escaped (`markdown_text`); null shows as —, an
+    empty list as ∅."""
+    head = "| " + " | ".join(markdown_text(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in frame.iter_rows()]
     return "\n".join([head, rule, *rows])
@@ -138,8 +155,8 @@ def measure_sections(manifest: list[dict[str, Any]], tables: dict[str, pl.DataFr
             parts = call_plugin("measure", measure, "summary", mine)
             problem = summary_problem(parts)
             if problem is not None:
-                raise PluginError(f"{describe('measure', measure)}: {problem} "
-                                  "(docs/writing-a-measure.md); fix or uninstall that plugin.")
+                raise PluginError(f"{describe('measure', measure)}: {problem[1]}; fix or "
+                                  "uninstall that plugin.")
         else:
             parts = list(mine.items())
         sections.append(MeasureSection(name, tuple(owned), tuple(
@@ -161,7 +178,7 @@ def _measure_section(section: MeasureSection) -> list[str]:
            f"A primary measure, pre-registered in the frozen plan. Its tables are in this "
            f"folder ({files}); shown here {how}.", ""]
     for shown in section.parts:
-        out += [f"### {_cell(shown.title)} ({rows_said(shown)})", "",
+        out += [f"### {markdown_text(shown.title)} ({rows_said(shown)})", "",
                 markdown_table(shown.frame) if shown.frame.width else "(no column)", ""]
     return out[:-1]
 

@@ -54,7 +54,14 @@ from fragbench.budget import balance, usd
 from fragbench.collect import BudgetBook, Progress, Stop, collect
 from fragbench.config import Experiment, load_experiment
 from fragbench.corpus import facts_frame
-from fragbench.errors import BudgetError, Interrupted, SeriesError, UsageError
+from fragbench.errors import (
+    BudgetError,
+    Interrupted,
+    PluginError,
+    SeriesError,
+    UsageError,
+    first_line,
+)
 from fragbench.interfaces import Backend, Session
 from fragbench.interruption import Interruption
 from fragbench.journal import (
@@ -76,10 +83,12 @@ from fragbench.requests import request_text
 from fragbench.series import (
     DIAGNOSTICS_DIR,
     MEASURES_FILE,
+    MeasureFailed,
     check_measures,
     derive_tables,
     write_json,
     write_parquet,
+    write_status,
 )
 
 SERIES_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -105,7 +114,9 @@ class RunResult:
     spent_usd: Decimal
     stop: Stop | None
     tables_error: str | None = None
-    """Why the tables and report could not be written after collection, if they could not."""
+    """Why the tables and report could not be written after collection, if they could not: a
+    write that failed, or a measure that failed on the answered calls (then status.json is
+    still written, and `fragbench measure` derives the rest once the measure is fixed)."""
     sent_nothing: bool = False
     """Nothing left the machine (no call sent, or only calls proven never sent): the series is
     not final, and running it again under the same name collects it anew."""
@@ -468,6 +479,17 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
     except OSError as exc:
         tables_error = (f"the tables and report could not be written ({exc.strerror}); free "
                         f"space, then run `fragbench measure {series_dir}`")
+    except PluginError as exc:
+        # A measure that passed the check before the first call (`check_measures`) broke on
+        # the answered calls. What was paid for stands: the journal (and the ledger) hold it;
+        # only the derived files are missing, and `measure` derives them once it is fixed.
+        what = exc.what if isinstance(exc, MeasureFailed) else first_line(exc)
+        kept = "its journal and the budget's ledger" if ledger is not None else "its journal"
+        tables_error = (f"{what}; the series' calls are recorded in {kept}, but its tables "
+                        f"and report could not be derived: fix the measure, then run "
+                        f"`fragbench measure {series_dir}`")
+        with contextlib.suppress(OSError):  # a full disk too: the line above still says it
+            write_status(series_dir)
     records = read_journal(series_dir / JOURNAL_FILE)
     nothing = never_sent(records)
     return RunResult(

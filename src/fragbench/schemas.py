@@ -12,10 +12,6 @@ tables' types are declared here (calls.parquet's come from `CALLS_SCHEMA`).
 
 from __future__ import annotations
 
-from typing import Any
-
-import polars as pl
-
 from fragbench.builtin.availability import (
     AVAILABILITY_SCHEMA,
     CALL_AVAILABILITY_SCHEMA,
@@ -28,6 +24,7 @@ from fragbench.builtin.completeness import (
     Completeness,
     UsageMeasure,
 )
+from fragbench.columns import IDS, PASSAGE_TYPES
 from fragbench.measure_tables import type_name
 from fragbench.retrieval import RETRIEVAL_SCHEMA
 from fragbench.series import CALLS_SCHEMA
@@ -62,30 +59,26 @@ TABLES: list[tuple[str, str, dict[str, str]]] = [
      USAGE_SCHEMA),
 ]
 
-IDS = pl.List(pl.String)
-"""A list of fact IDs (or of short codes): space-joined in an exported CSV."""
-PASSAGE_TYPES: dict[str, Any] = {"case": pl.String, "lang": pl.String, "variant": pl.String}
-
 MEASURE_TYPES: dict[str, dict[str, str]] = {
     **Availability.tables, **Citations.tables, **Completeness.tables, **UsageMeasure.tables}
 """The built-in measures' tables, as each measure declares them (`Measure.tables`): the one
 source, read by the core when it checks what a measure returns and by this page."""
 
-TYPES: dict[str, dict[str, Any]] = {
-    "facts": {"case": pl.String, "lang": pl.String, "fact_id": pl.String, "text": pl.String,
-              "is_condition": pl.Boolean},
-    "retrieval": {**PASSAGE_TYPES, "chunk_size": pl.Int32, "top_k": pl.Int32,
-                  "chunk": pl.Int32, "fact_ids": IDS, "whole_fact_ids": IDS,
-                  "cut_fact_ids": IDS, "score": pl.Float64, "rank": pl.Int32,
-                  "selected": pl.Boolean, "tied": pl.Boolean, "text": pl.String,
-                  "start": pl.Int32, "end": pl.Int32, "n_terms": pl.Int64,
-                  "matched_terms": IDS},
-    "calls": {name: dtype for name, (dtype, _) in CALLS_SCHEMA.items()},
+TYPES: dict[str, dict[str, str]] = {
+    "facts": {"case": "String", "lang": "String", "fact_id": "String", "text": "String",
+              "is_condition": "Boolean"},
+    "retrieval": {**PASSAGE_TYPES, "chunk_size": "Int32", "top_k": "Int32", "chunk": "Int32",
+                  "fact_ids": IDS, "whole_fact_ids": IDS, "cut_fact_ids": IDS,
+                  "score": "Float64", "rank": "Int32", "selected": "Boolean",
+                  "tied": "Boolean", "text": "String", "start": "Int32", "end": "Int32",
+                  "n_terms": "Int64", "matched_terms": IDS},
+    "calls": {name: type_name(dtype) for name, (dtype, _) in CALLS_SCHEMA.items()},
     **MEASURE_TYPES,
 }
-"""Table -> column -> the Polars type its writer gives it, or for a measure's table its name as
-the measure declares it (tests/test_tables_doc.py checks them against the files of a baseline,
-a model, and an empty series)."""
+"""Table -> column -> its Polars type as `type_name` writes it (`"List(String)"`), the way a
+measure declares its tables; `IDS` and `PASSAGE_TYPES` are `fragbench.columns`' (type names,
+not Polars types). tests/test_tables_doc.py checks them against the files of a baseline, a
+model, and an empty series."""
 
 
 INTRO = """# Tables of a series
@@ -100,7 +93,9 @@ measure, of which kind), `status.json` (complete, stopped or interrupted, the st
 and `report.md` with `figures/`.
 
 Load them with Polars: `fragbench.scan("outputs/protocol-1.0")["calls"]` is a LazyFrame over
-every series, with `experiment` and `series` columns. No table holds a global score.
+every series, with `experiment` and `series` columns. No table holds a global score. A measure
+never names a table `calls`, `facts` or `retrieval` (in any case): `measure`, `run` and the
+test kit refuse such a declaration, which would overwrite what the series recorded.
 
 Money columns (`*_usd`) are exact decimals, Polars `Decimal(38, 18)` (Parquet's 128-bit
 decimal), built from the journal's decimal strings and never through a float, so a sum such as

@@ -20,7 +20,7 @@ from fragbench.answers import parse_answer
 from fragbench.budget import usd
 from fragbench.columns import MONEY_PRECISION, MONEY_SCALE, MONEY_TYPE
 from fragbench.errors import PluginError, SeriesError, first_line
-from fragbench.interfaces import MeasureInput, check_frame
+from fragbench.interfaces import MeasureInput
 from fragbench.journal import (
     JOURNAL_FILE,
     exact_money,
@@ -30,6 +30,7 @@ from fragbench.journal import (
     write_atomically,
     write_synced,
 )
+from fragbench.measure_tables import RECORDED_TABLES
 
 # Money columns are exact decimals, never floats: a float sum drifts (0.0030239999999999976
 # for 0.003024) where the journal and status.json are exact. Scale 18 holds every amount the
@@ -260,46 +261,43 @@ def _sentences_where_unlisted(calls: pl.DataFrame, facts: pl.DataFrame) -> pl.Da
 
 
 MEASURES_FILE = "measures.json"
-MEASURE_CONTRACT = ("a measure returns a dict of table name (letters, digits, '_', '.', '-') "
-                    "-> Polars DataFrame")
+class MeasureFailed(PluginError):
+    """A measure failed, or its output broke its contract (`fragbench.measure_tables`), while
+    its tables were derived; none was written. `what` names the measure and what went wrong,
+    in one sentence without what to do, so that `fragbench run` can say what to do after a
+    series was collected."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}; nothing was written: fix or uninstall that plugin.")
+        self.what = what
 
 
 def _measured(measure: Any, data: MeasureInput) -> dict[str, pl.DataFrame]:
     """A measure's tables, checked before anything is written against what the measure
-    declares (`fragbench.measure_tables`: declared tables only, each with its declared columns
-    and types, money as exact decimals); a failure inside the plugin, or output that breaks
-    the contract, is one line naming it and its distribution, the table, the column, the type
-    found and the type promised."""
-    from fragbench.measure_tables import (
-        DOCS,
-        TABLE_NAME,
-        declaration_problem,
-        summary_problem,
-        table_problem,
-    )
-    from fragbench.plugins import call_plugin, describe
+    declares (`fragbench.measure_tables.output_problem`: declared tables only, each with its
+    declared columns and types, money as exact decimals; its summary, if it has one, titled
+    frames keyed by case and language with exact money). A failure inside the plugin, or
+    output that breaks the contract, is a `MeasureFailed`: one line naming the measure and its
+    distribution, the table, the column, the type found and the type promised."""
+    from fragbench.measure_tables import declaration_problem, output_problem
+    from fragbench.plugins import describe
 
     who = describe("measure", measure)
-    refused = "; nothing was written: fix or uninstall that plugin."
     problem = declaration_problem(measure)
     if problem is not None:
-        raise PluginError(f"{who} {problem[1]}{refused}")
-    tables = call_plugin("measure", measure, "compute", data)
-    if not isinstance(tables, dict):
-        raise PluginError(f"{who} returned {type(tables).__name__}; {MEASURE_CONTRACT} "
-                          "(docs/plugins.md). Fix or uninstall that plugin.")
-    for name, frame in tables.items():
-        if not isinstance(name, str) or not TABLE_NAME.fullmatch(name):
-            raise PluginError(f"{who} names a table {name!r}; {MEASURE_CONTRACT} "
-                              "(docs/plugins.md). Fix or uninstall that plugin.")
-        check_frame(frame, {}, f"{who}, table {name}", MEASURE_CONTRACT)
-        problem = table_problem(measure, name, frame)
-        if problem is not None:
-            raise PluginError(f"{who}: {problem[1]}{refused}")
-    if callable(getattr(measure, "summary", None)):  # what the reports will show, checked now
-        problem_ = summary_problem(call_plugin("measure", measure, "summary", tables))
-        if problem_ is not None:
-            raise PluginError(f"{who}: {problem_} ({DOCS}){refused}")
+        raise MeasureFailed(f"{who} {problem[1]}")
+
+    def call(method: str, *args: Any) -> Any:
+        try:
+            return getattr(measure, method)(*args)
+        except Exception as exc:
+            raise MeasureFailed(f"{who} failed: {type(exc).__name__}: {first_line(exc)}") \
+                from exc
+
+    tables = call("compute", data)
+    problem = output_problem(measure, tables, call)
+    if problem is not None:
+        raise MeasureFailed(f"{who}: {problem[1]}")
     return tables
 
 
@@ -312,7 +310,7 @@ def _all_measured(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataF
     """Every table of every measure the plan names (and of `extra_diagnostics`), each checked
     (`_measured`), with the manifest that lists them; nothing is written here, so a measure
     refused leaves every file as it was."""
-    from fragbench.plugins import registry
+    from fragbench.plugins import describe, registry
 
     main = plan["parameters"]["retrieval"]
     data = MeasureInput(facts=facts, retrieval=retrieval, calls=calls,
@@ -335,9 +333,10 @@ def _all_measured(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataF
             raise SeriesError(f"measure {name} declares kind {measure.kind!r}; a measure is "
                               "primary or diagnostic.")
         for table_name, frame in _measured(measure, data).items():
-            if table_name in tables:
-                raise SeriesError(f"measure {name} writes a table {table_name!r} that another "
-                                  "table already has; rename it in the plugin.")
+            if table_name.lower() in {t.lower() for t in tables}:  # one file on some disks
+                raise MeasureFailed(f"{describe('measure', measure)} returns a table "
+                                    f"{table_name!r} that another measure also returns; "
+                                    "rename it in one of them")
             tables[table_name] = frame
             folder = "" if measure.kind == "primary" else f"{DIAGNOSTICS_DIR}/"
             manifest.append({"table": table_name, "measure": name, "kind": measure.kind,
@@ -357,6 +356,19 @@ def check_measures(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.Data
     is fixed."""
     calls = calls_table(plan, {"backend": backend, "is_model": is_model}, [], facts)
     _all_measured(plan, facts, retrieval, calls, "the frozen plan (experiment.json)")
+
+
+def write_status(series_dir: Path, info: dict[str, Any] | None = None,
+                 records: list[dict[str, Any]] | None = None) -> None:
+    """Write status.json (`series_state`: complete, stopped or interrupted, the stop, the
+    spend) from series.json and the journal alone (read when not given): no measure goes into
+    it, so a series whose measure fails still says what it spent."""
+    if info is None:
+        info = read_json(series_dir / "series.json")
+    if records is None:
+        journal = series_dir / JOURNAL_FILE
+        records = read_journal(journal) if journal.exists() else []
+    write_json({**info, **series_state(records)}, series_dir / "status.json")
 
 
 def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
@@ -385,7 +397,7 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
     tables, manifest = _all_measured(plan, facts, retrieval, calls, f"{series_dir}/plan.json",
                                      extra_diagnostics)
     # The state first: small, and what a person looks for when a full disk refuses the rest.
-    write_json({**info, **series_state(records)}, series_dir / "status.json")
+    write_status(series_dir, info, records)
     for entry in manifest:
         path = series_dir / entry["path"]
         path.parent.mkdir(exist_ok=True)
@@ -394,8 +406,9 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
     return tables
 
 
-RECORDED = (("retrieval", "retrieval.parquet"), ("facts", "facts.parquet"))
-"""Tables recorded while collecting, which measures.json does not list."""
+RECORDED = tuple((name, f"{name}.parquet") for name in RECORDED_TABLES)
+"""Tables recorded while collecting, which measures.json does not list (no measure may take
+their names: `fragbench.measure_tables.RESERVED_TABLES`)."""
 
 
 def tables_of(series_dir: Path, recorded: bool = True) -> list[tuple[str, str]]:

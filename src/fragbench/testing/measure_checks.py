@@ -6,10 +6,10 @@ promise that broke (`fragbench.testing.promises.fail`).
     def test_my_measure_keeps_the_contract():
         check_measure(MyMeasure())
 
-What `fragbench measure` and `fragbench run` refuse (`fragbench.measure_tables`) fails here in
-the same words, before a series is spent; and more, which the core cannot see from one run:
-every table keyed by case and language (no global score), the same tables twice, the input
-left as it was.
+What `fragbench measure` and `fragbench run` refuse (`fragbench.measure_tables.output_problem`,
+summary included) fails here in the same words, before a series is spent; and more, which the
+core does not hold a measure to: every table keyed by case and language (no global score), the
+same tables twice, the input left as it was.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fragbench.columns import KEY_COLUMNS
+from fragbench.measure_tables import KEYED as _KEYED
+from fragbench.measure_tables import SUMMARY as _SUMMARY
 from fragbench.testing.promises import API_PROMISE, declared_api, fail
 
 if TYPE_CHECKING:
@@ -30,8 +32,11 @@ IDENTITY = "declares its name and kind (primary or diagnostic)"
 """The promise named when `name` is not a non-empty string or `kind` is neither kind."""
 COMPUTES = "computes its tables from any recorded series"
 """The promise named when `compute` raises, or returns no dict of named frames."""
-KEYED = "keys every table by case and language (no global score)"
-"""The promise named when a table lacks a `case` or `lang` column."""
+KEYED = _KEYED
+"""The promise named when a table, or a frame of its summary, lacks a `case` or `lang`
+column."""
+SUMMARY = _SUMMARY
+"""The promise named when `summary(tables)` raises or returns anything but titled frames."""
 DETERMINISTIC = "returns the same tables twice (deterministic)"
 """The promise named when two runs on the same input give different tables."""
 READ_ONLY = "never changes its input"
@@ -49,31 +54,27 @@ def _same(a: pl.DataFrame, b: pl.DataFrame) -> bool:
 
 
 def _computed(measure: Any, who: str, data: MeasureInput, what: str) -> dict[str, pl.DataFrame]:
-    """compute(data), checked as the core checks it, then keyed by case and language."""
-    import polars as pl
-
-    from fragbench.measure_tables import RETURNS_TABLES, TABLE_NAME, table_problem
+    """compute(data), checked as the core checks it (`output_problem`: its summary too), then
+    every table keyed by case and language."""
+    from fragbench.measure_tables import output_problem
 
     try:
         tables = measure.compute(data)
     except Exception as exc:
         raise fail(who, COMPUTES, f"compute() on {what} raised {type(exc).__name__}: "
                                   f"{exc}") from exc
-    if not isinstance(tables, dict):
-        raise fail(who, RETURNS_TABLES, f"compute() on {what} returned "
-                                        f"{type(tables).__name__}")
+
+    def call(method: str, arg: Any) -> Any:
+        try:
+            return getattr(measure, method)(arg)
+        except Exception as exc:
+            raise fail(who, SUMMARY, f"{method}() of the tables computed on {what} raised "
+                                     f"{type(exc).__name__}: {exc}") from exc
+
+    problem = output_problem(measure, tables, call)
+    if problem is not None:
+        raise fail(who, problem[0], f"compute() on {what}: {problem[1]}")
     for name, frame in tables.items():
-        if not isinstance(name, str) or not TABLE_NAME.fullmatch(name):
-            raise fail(who, RETURNS_TABLES, f"compute() on {what} names a table {name!r}; a "
-                                            "table name is 1 to 64 letters, digits, '_', '.' "
-                                            "or '-', starting with a letter or digit (it "
-                                            "becomes a file name)")
-        if not isinstance(frame, pl.DataFrame):
-            raise fail(who, RETURNS_TABLES, f"compute() on {what}: table {name} is "
-                                            f"{type(frame).__name__}, not a Polars DataFrame")
-        problem = table_problem(measure, name, frame)
-        if problem is not None:
-            raise fail(who, problem[0], f"compute() on {what}: {problem[1]}")
         missing = [c for c in KEY_COLUMNS if c not in frame.columns]
         if missing:
             raise fail(who, KEYED, f"compute() on {what}: table {name} has no "
@@ -110,12 +111,16 @@ def check_measure(measure: Any, data: MeasureInput | None = None) -> None:
 
     - it declares `api_version` (one this fragbench supports), a `name`, a `kind` that is
       "primary" or "diagnostic", and its `tables` (table -> column -> type name, money
-      columns `*_usd` as "Decimal(38, 18)");
+      columns `*_usd` as "Decimal(38, 18)", no table named as the core's own, `calls`,
+      `facts` or `retrieval`, column names on one line without `|` or control characters);
     - run on `data` (default: the kit's sample series, `fragbench.testing.measure_samples`,
       once with a calls table of answered, unparsed, failed and never-sent calls, and once
       with `calls=None`), `compute` returns a dict of valid table names -> Polars DataFrames,
       only tables it declares, each with exactly the declared columns in order and of the
       declared types, money as exact decimals;
+    - when it has `summary(tables)` and returned a table, the summary is a list of (title,
+      DataFrame) pairs, each title one line, each frame's money exact and its rows keyed by
+      `case` and `lang`, as the core checks it before writing;
     - every table has the key columns `case` and `lang` (no global score);
     - a second run returns the same tables (names, types, values, row order);
     - the input frames are left as they were.
