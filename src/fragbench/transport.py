@@ -624,12 +624,17 @@ class JSONSession(_Session):
       `f"/v1beta/models/{quote(model, safe='')}:generateContent"`;
     - `headers`: the request's headers (the key among them, from `key_from_env`), or a
       callable of the request giving them; `content-type: application/json` is added unless
-      given. Never logged or recorded: only the response body is kept;
+      given (in any case: `Content-Type`). Never logged or recorded: only the response body
+      is kept;
     - `body(request)`: the JSON value to send (serialized here, UTF-8);
     - `read(body, text, request_id)`: the Reply from the parsed body, as for SDKSession.
 
     A builder that raises is a `bad_request` BackendFailure with `never_sent=True`: nothing
-    was sent. `close()` has nothing to close (no connection outlives its call).
+    was sent. So is a `path` that does not start with one "/", or a URL built from it whose
+    scheme, host or port differ from `base_url`'s (`@host` after the base URL would send the
+    key elsewhere). A header the backend gives replaces the default of the same name,
+    whatever its case (one `Content-Type`, never two). `close()` has nothing to close (no
+    connection outlives its call).
     """
 
     def __init__(self, base_url: str, *, path: Callable[[Request], str],
@@ -660,14 +665,31 @@ class JSONSession(_Session):
 
         try:
             given = self.headers(request) if callable(self.headers) else self.headers
-            headers = {"content-type": "application/json", **dict(given)}
+            # Header names compared as HTTP compares them, without case: a backend's own
+            # `Content-Type` replaces the default instead of going out beside it.
+            headers = httpx2.Headers(given)
+            headers.setdefault("content-type", "application/json")
             data = json.dumps(self.body(request), ensure_ascii=False).encode("utf-8")
-            return httpx2.Request("POST", self.base_url + self.path(request), headers=headers,
-                                  content=data)
+            path = self.path(request)
+            prepared = httpx2.Request("POST", self.base_url + path, headers=headers,
+                                      content=data)
         except Exception as exc:
             raise BackendFailure("bad_request", f"the request could not be built "
                                  f"({type(exc).__name__}); {NEVER_SENT}",
                                  never_sent=True) from None
+        # The key goes with every request: a path that is not absolute (`@host`, `.evil`)
+        # would make the URL name another host, and one starting `//` names a host to any
+        # code that joins URLs; so only a path starting with one "/" whose URL keeps the base
+        # URL's scheme, host and port is sent. Neither value is quoted.
+        base = httpx2.URL(self.base_url)
+        url = prepared.url
+        if not path.startswith("/") or path.startswith("//") or (
+                url.scheme, url.host, url.port) != (base.scheme, base.host, base.port):
+            raise BackendFailure("bad_request", "the call's path (the backend's `path`) does "
+                                 "not start with one \"/\" or would send the request to "
+                                 "another scheme, host or port than the base URL's; "
+                                 f"{NEVER_SENT}", never_sent=True)
+        return prepared
 
     def _call(self, exchange: Exchange, prepared: Any) -> Any:
         from fragbench.wire import calling

@@ -26,12 +26,12 @@ backend fault suite (`fragbench.testing.check_backend`) reads every request and 
 answer through the shape, so a shape of your own runs the whole suite.
 
 Every request is recorded (`server.requests`, each a `Received`: a dict of method, path,
-headers with lower-case names, JSON body, and `connection`, the number of the connection it
-came on, 0-based in the order they were opened), whatever its method or path, so that a test
-can count them: a client that follows a redirect with a GET sends a request too, and a client
-that reuses a connection shows two requests with one `connection`. A request to a path other
-than the shape's is recorded and answered 404 (a misconfigured `base_url` shows at once, not
-as a mysterious parse error).
+headers with lower-case names, `header_lines` (every header as sent, duplicates kept), JSON
+body, and `connection`, the number of the connection it came on, 0-based in the order they
+were opened), whatever its method or path, so that a test can count them: a client that
+follows a redirect with a GET sends a request too, and a client that reuses a connection shows
+two requests with one `connection`. A request to a path other than the shape's is recorded
+and answered 404 (a misconfigured `base_url` shows at once, not as a mysterious parse error).
 
 Request number N (0-based, in arrival order) is answered by `server.script[N]` when set, else
 by `server.default` (`ok()`). The actions work for every shape:
@@ -235,8 +235,10 @@ def message_body(text: str, *, model: str = "claude-loopback-1", stop_reason: st
 
 class Received(dict[str, Any]):
     """One request as the server received it (an entry of `server.requests`): a dict with
-    `method`, `path` (with any query), `headers` (names in lower case), `body` (the JSON body,
-    `{}` when it was none) and `connection` (the number of the connection it came on). A dict,
+    `method`, `path` (with any query), `headers` (names in lower case), `header_lines` (every
+    header as it came, `(name, value)` in order, names as the client spelled them: a header
+    sent twice shows twice), `body` (the JSON body, `{}` when it was none) and `connection`
+    (the number of the connection it came on). A dict,
     so that `request["body"]` reads as before; a type of its own, so that a Shape can tell it
     from a bare JSON body."""
 
@@ -244,7 +246,8 @@ class Received(dict[str, Any]):
     def of_body(cls, body: Any, path: str = "") -> Received:
         """A request known only by its JSON body (what `Shape.body` is given by a caller that
         has no recorded request)."""
-        return cls(method="POST", path=path, headers={}, body=body, connection=None)
+        return cls(method="POST", path=path, headers={}, header_lines=[], body=body,
+                   connection=None)
 
 
 _MISSING = object()
@@ -843,6 +846,7 @@ class Handler(BaseHTTPRequestHandler):
             # X-Stainless-Retry-Count), and HTTP does not care.
             self.received = Received(method=self.command, path=self.path,
                                      headers={k.lower(): v for k, v in self.headers.items()},
+                                     header_lines=list(self.headers.items()),
                                      body=body, connection=self.connection_number)
             server.requests.append(self.received)
             action = server.script.get(number, server.default)
