@@ -70,8 +70,10 @@ def test_a_backend_for_an_api_with_no_sdk_from_scratch(tmp_path: Path) -> None:
     assert calls["cost_usd"].is_not_null().all()
     assert (calls["cached_tokens"] == 100).all() and (calls["reasoning_tokens"] == 200).all()
     first = calls.row(0, named=True)
-    output = first["output_tokens"]
-    assert output == 300 + 0 and first["input_tokens"] == 400
+    # The first answer (the kit's usage for request 0) says promptTokenCount 400,
+    # candidatesTokenCount 100 and thoughtsTokenCount 200: the thinking is billed as output,
+    # so the core's output is the two counts summed.
+    assert first["output_tokens"] == 100 + 200 and first["input_tokens"] == 400
     # (400 - 100) x 0.30 + 100 x 0.075 + 300 x 2.50, per million tokens.
     assert str(first["cost_usd"]).rstrip("0") == "0.0008475"
     # The fake key the doc exports is redacted from everything written: the series, the
