@@ -1,10 +1,17 @@
-"""What the core's output checks cost on a large corpus (issue 15, item 4): the overlap promise
-(`fragbench.spans.coverage_problems`) on every chunk of 1,000,000 sentences, sentence chunks and
-span chunks, beside reading the chunks (`fragbench.retrieval.read_chunks`) and scoring them; and
-the finite-score check (`fragbench.retrieval.check_scores`). Results go to benchmarks/RESULTS.md.
+"""What the core's output checks cost on a large corpus (issue 15, item 4): the chunk promises
+the test kit checks too (`fragbench.retrieval.chunk_problems`: every passage given and no other,
+`fragbench.spans.passage_problems`; the overlap promise, `coverage_problems`, or with overlap
+declared every sentence or character at least once, `covered_problems`; chunks numbered 0..n-1,
+`numbering_problems`) on every chunk of 1,000,000 sentences, sentence chunks and span chunks,
+beside reading the chunks (`fragbench.retrieval.read_chunks`) and scoring them; and the
+finite-score check (`fragbench.retrieval.check_scores`). Results go to benchmarks/RESULTS.md.
 
 `--before COMMIT` also times `coverage_problems` as it was at COMMIT (the row-by-row version),
 loaded from git into a module of its own.
+
+The span chunker is a vectorised one of its own, not the kit's `samples.CharacterWindows`: that
+one walks each passage in a Python loop (fine on the kit's few samples), which on 166,666
+passages would time the sample chunker rather than the core's checks.
 
 Run: `.venv/bin/python benchmarks/bench_coverage.py [n_sentences] [--before c981c86^]`.
 Tests never assert timings; this script only reports them.
@@ -26,8 +33,13 @@ from bench_retrieval import synthetic
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
 from fragbench.corpus import PASSAGE_SEPARATOR
-from fragbench.retrieval import check_scores, read_chunks
-from fragbench.spans import coverage_problems
+from fragbench.retrieval import check_scores, chunk_problems, read_chunks
+from fragbench.spans import (
+    coverage_problems,
+    covered_problems,
+    numbering_problems,
+    passage_problems,
+)
 
 PASSAGE = ["case", "lang", "variant"]
 
@@ -94,6 +106,15 @@ def main() -> None:
         found = timed("  coverage_problems (now)", lambda c=chunks: coverage_problems(c,
                                                                                   sentences))
         assert found == [], found[:3]
+        for what, check in (("passage_problems", lambda c: passage_problems(c, sentences)),
+                            ("numbering_problems", numbering_problems),
+                            ("covered_problems (overlap = True)",
+                             lambda c: covered_problems(c, sentences))):
+            found = timed(f"  {what}", lambda c=chunks, f=check: f(c))
+            assert found == [], found[:3]
+        output = "spans" if chunker.name == "bench-windows" else "sentences"
+        assert timed("  chunk_problems (all, no overlap)", lambda c=chunks, o=output:
+                     chunk_problems(c, sentences, o, False)) == ("", [])
         if old is not None:
             timed(f"  coverage_problems (at {before})", lambda c=chunks: old(c, sentences))
         if chunker.name == "sentence-groups":
