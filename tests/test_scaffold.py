@@ -1,32 +1,51 @@
 """`fragbench new` (issue 15, item 5): each kind's package, generated through the real CLI,
 installs (uv, offline, into a private folder, as tests/walkthrough.py does) and passes its own
-tests as written, in a pytest process of its own; `fragbench plugins` then lists it. Bad names,
-an existing folder and a write that fails leave nothing behind."""
+tests as written, in a pytest process of its own; `fragbench plugins` then lists it. So does a
+package under a name whose CamelCase is a name the templates import, or a keyword. The
+generated README's commands, followed as a reader would from a checkout, work. Bad names, an
+existing folder and a write that fails leave nothing behind."""
 
 from __future__ import annotations
 
+import ast
+import keyword
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, error_lines, process_env, run_cli, run_process
+from walkthrough import follow
 
 from fragbench.api import API_VERSION
 from fragbench.errors import EXIT_REFUSED, EXIT_USAGE
-from fragbench.scaffold import KINDS
+from fragbench.scaffold import KINDS, class_name, name_problem, render
 
 NAMES = {kind: f"scaffold-{kind}" for kind in KINDS}
+COLLIDING = {
+    "chunker": ("none",),
+    "scorer": ("false",),
+    "measure": ("measure-input",),
+    "backend": ("usage", "reply", "contract"),
+}
+"""Names accepted by `fragbench new` whose plain CamelCase (`None`, `MeasureInput`, `Usage`...)
+is a keyword or a name that kind's plugin or test module imports; a sample, installed and
+tested (every such name is checked, without installing, by
+test_no_name_can_make_a_class_that_shadows_one_the_templates_use)."""
+PACKAGES = [(kind, NAMES[kind]) for kind in KINDS] + [
+    (kind, name) for kind, names in COLLIDING.items() for name in names]
 TESTS = {"chunker": 2, "scorer": 2, "measure": 2, "backend": 1}
 """How many tests each kind's package has: all must pass, none be skipped."""
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """Every kind generated into one folder and installed into a private site folder (put on
-    PYTHONPATH, never into the shared environment): (the folder, the site folder)."""
+    """Every package of `PACKAGES` generated into one folder and installed, in one uv call,
+    into a private site folder (put on PYTHONPATH, never into the shared environment): (the
+    folder, the site folder)."""
     root = tmp_path_factory.mktemp("scaffold")
-    for kind, name in NAMES.items():
+    for kind, name in PACKAGES:
         made = run_cli("new", kind, name, "--dir", str(root))
         assert made.returncode == 0, made.stderr
         assert made.stdout.splitlines()[0] == (f"{kind} plugin {name!r} written to "
@@ -36,17 +55,17 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         [str(ROOT / ".bootstrap/bin/uv"), "pip", "install", "--python",
          str(ROOT / ".venv/bin/python"), "--target", str(site), "--no-deps",
          "--no-build-isolation", "--offline",
-         *[str(root / f"fragbench-{name}") for name in NAMES.values()]],
+         *[str(root / f"fragbench-{name}") for _, name in PACKAGES]],
         capture_output=True, text=True, check=False)
     assert installed.returncode == 0, installed.stderr
     return root, site
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("kind", "name"), PACKAGES, ids=[name for _, name in PACKAGES])
 def test_a_new_package_installs_and_passes_its_own_tests(generated: tuple[Path, Path],
-                                                         kind: str) -> None:
+                                                         kind: str, name: str) -> None:
     root, site = generated
-    package = root / f"fragbench-{NAMES[kind]}"
+    package = root / f"fragbench-{name}"
     # From the package's folder, with only the installed copy importable (src/ is not on the
     # path): its tests run against what was installed, with the kit's pytest plugin.
     ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -54,8 +73,75 @@ def test_a_new_package_installs_and_passes_its_own_tests(generated: tuple[Path, 
                          capture_output=True, text=True, check=False)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert f"{TESTS[kind]} passed" in ran.stdout and "skipped" not in ran.stdout, ran.stdout
-    module = f"fragbench_{NAMES[kind].replace('-', '_')}"
+    module = f"fragbench_{name.replace('-', '_')}"
     assert (site / module / "__init__.py").is_file()
+
+
+def template_names(kind: str) -> tuple[str, set[str]]:
+    """The class of the plugin `x` of `kind`, and every name its module and test bind or use."""
+    names = set()
+    for path, text in render(kind, "x").items():
+        if path.endswith(".py"):
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.Name):
+                    names.add(node.id)
+                elif isinstance(node, ast.alias):
+                    names.update({*node.name.split("."), node.asname or ""})
+                elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+                    names.add(node.name)
+                elif isinstance(node, ast.arg):
+                    names.add(node.arg)
+    cls = class_name(kind, "x")
+    assert cls in names
+    return cls, names - {"", cls}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_name_can_make_a_class_that_shadows_one_the_templates_use(kind: str) -> None:
+    """Every name the kind's templates use, and every keyword, written as a NAME a user could
+    type (`MeasureInput` -> `measure-input`, `None` -> `none`): the class it gives is none of
+    them."""
+    cls, names = template_names(kind)
+    typed = {re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", n).lower().replace("_", "-")
+             for n in names | set(keyword.kwlist)}
+    accepted = sorted(n for n in typed if name_problem(n) is None)
+    assert {"usage", "route", "measure-input", "none", "pl"} & set(accepted)
+    clashes = [(n, class_name(kind, n)) for n in accepted
+               if class_name(kind, n) in names | set(keyword.kwlist)]
+    assert clashes == []
+    # What keeps it so as templates change: the class ends in the kind's word, nothing else does.
+    assert cls == f"X{kind.capitalize()}" and class_name(kind, f"my-{kind}") == cls.replace(
+        "X", "My", 1)
+    assert [n for n in names if n.endswith(kind.capitalize())] == []
+
+
+def test_the_readme_commands_work_as_written(tmp_path: Path) -> None:
+    """The generated README's commands, followed from a scratch fragbench checkout
+    (tests/walkthrough.py) with the package next to it (`--dir ..`, as docs/plugins.md's quick
+    start does), its placeholder replaced by the path a reader would write. The install goes
+    to a private folder as in every walkthrough; a `sitecustomize` there makes Python read its
+    `.pth` files as it reads the environment's site-packages, so the editable install works
+    as it does in `.venv/`."""
+    made = run_cli("new", "chunker", "read-me", "--dir", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    package = tmp_path / "fragbench-read-me"
+    readme = package / "README.md"
+    assert readme.read_text(encoding="utf-8").count("PATH/TO/fragbench-read-me") >= 3
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os\nimport site\n\nsite.addsitedir(os.path.dirname(__file__))\n",
+        encoding="utf-8")
+    install, listed, tested = follow(readme, tmp_path,
+                                     replace={"PATH/TO/fragbench-read-me": "../fragbench-read-me"})
+    assert "fragbench-read-me" in install.stderr
+    assert listed.stdout.split() == ["chunker", "read-me", "fragbench-read-me", "0.1.0",
+                                     "(plugin)", "API", API_VERSION]
+    assert "2 passed" in tested.stdout and "skipped" not in tested.stdout, tested.stdout
+    # Editable, as the README says: the code is imported from the package's src/, not copied.
+    assert not (site / "fragbench_read_me").exists()
+    [pth] = site.glob("*.pth")
+    assert pth.read_text(encoding="utf-8").split() == [str(package / "src")]
 
 
 def test_fragbench_plugins_lists_every_new_package(generated: tuple[Path, Path]) -> None:
@@ -63,7 +149,7 @@ def test_fragbench_plugins_lists_every_new_package(generated: tuple[Path, Path])
     listed = run_process("plugins", env={"PYTHONPATH": str(site)})
     assert listed.returncode == 0, listed.stderr
     lines = [line.split() for line in listed.stdout.splitlines()]
-    for kind, name in NAMES.items():
+    for kind, name in PACKAGES:
         assert [kind, name, f"fragbench-{name}", "0.1.0", "(plugin)", "API",
                 API_VERSION] in lines, (kind, listed.stdout)
 

@@ -12,6 +12,19 @@ What a user can rely on:
   `src/fragbench_NAME/__init__.py` (the plugin, light at import, declaring the plugin API it
   is written for), `tests/test_NAME.py` (the test kit's check for that kind) and a README
   saying what to edit next.
+- The plugin's class is NAME in CamelCase ending in the kind's word (`usage` ->
+  `UsageBackend`, `my-chunker` -> `MyChunker`, `class_name`), so that no NAME can shadow a
+  name the templates use or be a Python keyword: every accepted NAME gives a package whose
+  tests pass.
+- The README's commands are run from the fragbench checkout (the folder with `.venv/` and
+  `.bootstrap/bin/uv`, which the Makefile makes) and name the package `PATH/TO/fragbench-NAME`,
+  a placeholder the reader replaces. Decision: no real path is written in, because the README
+  travels with the package (moved, committed, cloned next to someone else's checkout) and
+  `fragbench new` may run from anywhere, so a path baked in at generation time would be right
+  for one folder on one machine, and wrong without a word everywhere else; the placeholder
+  cannot be mistaken for a path, and `fragbench new` prints the package's path (as given with
+  `--dir`) for the first substitution. The install is editable (`-e`) through a plain `.pth`
+  of `src/` (hatchling's `dev-mode-dirs`), so it builds with hatchling alone.
 - Nothing is half-written: every file is rendered first, then written into a hidden folder in
   DIR, which is renamed to `fragbench-NAME` only when complete (removed on any failure). An
   existing `fragbench-NAME` is refused and left as it is.
@@ -79,6 +92,17 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def class_name(kind: str, name: str) -> str:
+    """The plugin's class: NAME in CamelCase, ending in the kind's word (`usage` -> `UsageBackend`,
+    `my-chunker` -> `MyChunker`). The ending is what keeps it from shadowing a name the
+    templates bind (`Usage`, `Route`, `MeasureInput`, `Decimal`, ...) or being a keyword
+    (`none` -> `None`): no other name in them ends in `Chunker`, `Scorer`, `Measure` or
+    `Backend` (tests/test_scaffold.py checks the templates for it)."""
+    camel = "".join(part.capitalize() for part in name.split("-"))
+    suffix = kind.capitalize()
+    return camel if camel.endswith(suffix) else camel + suffix
+
+
 def values(kind: str, name: str) -> dict[str, str]:
     """What the templates' `{{placeholders}}` become for this plugin."""
     from fragbench import __version__
@@ -92,7 +116,7 @@ def values(kind: str, name: str) -> dict[str, str]:
         "dist": f"fragbench-{name}",
         "module": f"fragbench_{entry}",
         "entry": entry,
-        "cls": "".join(part.capitalize() for part in name.split("-")),
+        "cls": class_name(kind, name),
         "env": entry.upper(),
         "api_version": API_VERSION,
         "dependencies": ", ".join(f'"{d}"' for d in dependencies),
