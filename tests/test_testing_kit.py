@@ -536,6 +536,8 @@ class _Mapped(OpenAISession):
         self.inner, self.change, self.endpoint = inner, change, inner.endpoint
 
     def send(self, request: Request) -> Reply:
+        # What the collector and the kit set on this session goes to the one that sends.
+        self.inner.on_body, self.inner.max_body_bytes = self.on_body, self.max_body_bytes
         return self.change(self.inner.send(request))  # type: ignore[no-any-return]
 
     def close(self) -> None:
