@@ -112,7 +112,8 @@ def test_a_measure_summary_is_drawn_by_the_core_redacted_and_escaped(series: Pat
     # `&` as entities and `[`, `]` escaped, in the heading, the header and the cells alike.
     assert "### Notes &lt;b&gt;per case&lt;/b&gt; (2 rows)" in report
     assert "| case | lang | &lt;i&gt;note&lt;/i&gt; &amp; \\[link\\](x) |" in report
-    assert report.count('| &lt;script&gt;window.__pwned = 1&lt;/script&gt; [redacted] '
+    # Redacted where it is inserted, then escaped: the mark is text too (`\[redacted\]`).
+    assert report.count('| &lt;script&gt;window.__pwned = 1&lt;/script&gt; \\[redacted\\] '
                         '&lt;img src=x onerror="window.__pwned = 2"&gt; |') == 2
     assert "<b>" not in report and "<i>" not in report and "[link]" not in report
     assert "<script" not in report and "<img" not in report
@@ -140,3 +141,14 @@ def test_a_plugin_measures_hostile_value_reads_as_text_in_the_browser(chromium: 
         title = text_of(opened.page, 'section[data-measure="notes"] h3')
         assert title is not None and title.startswith("Notes <b>per case</b>")
         assert opened.elsewhere() == []
+
+
+def test_a_measure_name_cannot_close_its_code_span() -> None:
+    """A measure's name goes into report.md's headings as a code span whose backtick run is
+    longer than any run in the name, on one line: nothing in it becomes markup."""
+    from fragbench.report import code_span
+
+    assert code_span("cell-cost") == "`cell-cost`"
+    assert code_span("a`<b>`c") == "``a`<b>`c``"
+    assert code_span("``x") == "``` ``x ```"
+    assert code_span("two\nlines") == "`two lines`"

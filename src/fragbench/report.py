@@ -14,6 +14,7 @@ variant, with the three repetitions shown as three.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from decimal import Decimal
@@ -27,6 +28,7 @@ from fragbench.budget import usd
 from fragbench.builtin.citations import FOLDED_LEVEL, REASONS
 from fragbench.figures import has_cuts, setting_order
 from fragbench.journal import JOURNAL_FILE, read_journal, write_text_atomically
+from fragbench.redact import Redactor, secrets_in_env
 from fragbench.report_html import REPORT_HTML, write_html_report
 from fragbench.series import MEASURES_FILE, read_json, read_table, tables_of
 
@@ -71,16 +73,36 @@ _ENTITIES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
+@functools.lru_cache(maxsize=4)
+def _redactor(secrets: tuple[str, ...]) -> Redactor:
+    """One Redactor per set of secrets (building one compiles its patterns; a report inserts
+    thousands of values)."""
+    return Redactor(secrets)
+
+
 def markdown_text(text: str) -> str:
-    """Text made inert in report.md, in a table cell or a heading: `<`, `>` and `&` as
-    entities (no tag, comment or entity from a value reaches a Markdown renderer), `\\`, `|`,
-    `[` and `]` escaped (no cell split, no link or image), and any run of line breaks or
-    control characters as one space (one line). A Markdown viewer shows the text as it was."""
+    """A value made safe where report.md inserts it, in a table cell or a heading: first
+    redacted (every secret of the environment, `fragbench.redact`), then made inert: `<`, `>`
+    and `&` as entities (no tag, comment or entity from a value reaches a Markdown renderer),
+    `\\`, `|`, `[` and `]` escaped (no cell split, no link or image), and any run of line
+    breaks or control characters as one space (one line). A Markdown viewer shows the text as
+    it was. The page is never transformed after it is put together."""
+    text = _redactor(tuple(secrets_in_env())).text(text)
     for char, entity in _ENTITIES:
         text = text.replace(char, entity)
     for char in "\\|[]":
         text = text.replace(char, "\\" + char)
     return _BREAKS.sub(" ", text)
+
+
+def code_span(text: str) -> str:
+    """A name (a measure's, a table's) as a Markdown code span where report.md inserts it:
+    redacted, on one line, between backtick runs longer than any inside it (CommonMark's
+    rule), so no value can close the span early; nothing in a code span is markup."""
+    text = _BREAKS.sub(" ", _redactor(tuple(secrets_in_env())).text(text))
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _cell(value: Any) -> str:
@@ -174,7 +196,7 @@ def _measure_section(section: MeasureSection) -> list[str]:
     files = ", ".join(f"`{t}.parquet`" for t in section.tables)
     how = ("as the measure summarizes them" if section.own else
            f"each table's first {SHOWN_ROWS} rows")
-    out = ["", f"## Measure `{section.measure}`", "",
+    out = ["", f"## Measure {code_span(section.measure)}", "",
            f"A primary measure, pre-registered in the frozen plan. Its tables are in this "
            f"folder ({files}); shown here {how}.", ""]
     for shown in section.parts:
@@ -321,7 +343,6 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
     stops and errors, usage, limits), its figures, and report.html beside it: the evidence
     call by call (fragments, highlighted extracts, answers, raw responses)."""
     from fragbench.figures import availability_heatmap, citation_outcomes
-    from fragbench.redact import Redactor
 
     info = read_json(series_dir / "series.json")
     status = read_json(series_dir / "status.json")
@@ -387,7 +408,8 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
                 "primary measures above (tables under `diagnostics/`).", ""]
         for entry in diagnostics:
             frame = tables[entry["table"]]
-            out += [f"### {entry['table']} (measure `{entry['measure']}`, {frame.height} rows)",
+            out += [f"### {markdown_text(entry['table'])} (measure {code_span(entry['measure'])}, "
+                    f"{frame.height} rows)",
                     "", markdown_table(frame.head(50)), ""]
     else:
         out += ["None was run. The historical checker 0.1 is not included here; "
@@ -396,7 +418,6 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
     out += ["", "## Limits", ""] + [f"- {line}" for line in LIMITS]
     out += ["", f"Every answer as it came, and every raw response: [{REPORT_HTML}]({REPORT_HTML})."]
     path = series_dir / REPORT_FILE
-    # A plugin measure's table may hold anything, a key included: redacted like every write.
-    write_text_atomically(path, Redactor.from_env().text("\n".join(out) + "\n"))
+    write_text_atomically(path, "\n".join(out) + "\n")
     write_html_report(series_dir, tables)
     return path
