@@ -294,6 +294,43 @@ def test_each_body_is_journaled_before_its_outcome(tmp_path: Path) -> None:
     assert [r[0] for r in received] == ["received", "outcome"] * 3
 
 
+
+class Retries(Bodies):
+    """Hands call 2 two bodies (a 500, then an answer), as a backend that retries on its own
+    HTTP client would; then answers, or raises what the retry left."""
+
+    def __init__(self, script: list[tuple[str, str, str | None]], then_raise: bool) -> None:
+        super().__init__(script)
+        self.then_raise = then_raise
+
+    def send(self, request: Request) -> Reply:
+        if self.sent == 1:
+            assert self.on_body is not None
+            self.on_body('{"error": "overloaded"}', 500)
+            if self.then_raise:
+                self.on_body('{"error": "overloaded again"}', 500)
+                self.sent += 1
+                raise BackendFailure("http_error", "HTTP 500 from the API", http_status=500)
+        return super().send(request)
+
+
+@pytest.mark.parametrize("then_raise", [False, True], ids=["then-answers", "then-fails"])
+def test_a_backend_that_retries_is_a_technical_failure_counted_per_request(
+        tmp_path: Path, then_raise: bool) -> None:
+    """Two bodies for one call: every body is kept (what the retry paid for), the journal
+    reads back, the call is counted at twice its reservation, and the series stops there
+    whatever the session returned: no answer makes a retry good."""
+    stop, _sent, records = run(tmp_path, Retries([COMPLETED] * 3, then_raise),
+                              reserved=Decimal("0.5"))
+    assert stop is not None and (stop.reason, stop.seq) == ("technical_failure", 2)
+    bodies = [r["raw"] for r in records if r["type"] == "received" and r["seq"] == 2]
+    assert len(bodies) == 2 and bodies[0] == '{"error": "overloaded"}'
+    [outcome] = [r for r in records if r["type"] == "outcome" and r["seq"] == 2]
+    assert outcome["failure"] == "second_request" and outcome["never_sent"] is False
+    assert Decimal(outcome["counted_usd"]) == Decimal(1)  # 2 x 0.5, each request billable
+    assert "2 requests for one call" in outcome["cost_unknown"]
+    assert not [r for r in records if r["type"] == "outcome" and r["seq"] == 3]
+
 class Full:
     """A journal whose disk filled before call 2's body: the append of a `received` fails."""
 

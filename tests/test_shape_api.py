@@ -176,7 +176,7 @@ def test_a_retry_of_an_http_500_is_caught(doc: Any, tmp_path: Path) -> None:
 
     message = caught(planted(doc[0], send=retrying), doc[1].GenerateContent(), tmp_path,
                      "one request per call, never a retry", "HTTP 500 at call 2")
-    assert "2 bodies to on_body for call 2, and the server received 5 requests" in message
+    assert "2 bodies to on_body for call 2, and the server received 3 requests" in message
 
 
 def test_an_http_error_taken_for_an_answer_is_caught(doc: Any, tmp_path: Path) -> None:

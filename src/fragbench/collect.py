@@ -38,7 +38,10 @@ terminal or pipe) is ignored and changes nothing that is recorded.
 Record first, then look: a session that offers `on_body` (`fragbench.transport.SDKSession`)
 hands each response's body, as it arrived, to the collector before anything parses it; the
 collector journals it (`received`: call_id, seq, http_status, raw) and fsyncs it. If that write
-fails the series stops as cannot_record, and the body is printed instead.
+fails the series stops as cannot_record, and the body is printed instead. A session that hands
+over more than one body for one call sent more than one request (a retry, on a client of the
+backend's own): every body is journaled, the call is a technical failure (`second_request`)
+counted at its reservation once per body, and the series stops.
 """
 
 from __future__ import annotations
@@ -281,6 +284,9 @@ class _Collection:
         self.listening: PlannedCall | None = None
         """The call whose body may still be journaled: only while the collector waits for it."""
         self.unreceived: tuple[dict[str, Any], BaseException] | None = None
+        self.bodies = 0
+        """How many bodies the session handed `on_body` for the call in flight: more than one
+        is a retry (each may be billed), whatever the session then returns."""
         self.snapshot = backend.contract.snapshot if backend.contract is not None else SNAPSHOT
         self.spent_here = Decimal(0)
         self.current: PlannedCall | None = None
@@ -355,6 +361,7 @@ class _Collection:
             with self.receiving:
                 if self.listening is not call:  # a body after its call was given up
                     return
+                self.bodies += 1  # every body is kept: a second one is what a retry paid for
                 record = {"type": "received", "call_id": call.id, "seq": call.seq,
                           "http_status": http_status, "raw": raw}
                 try:
@@ -379,6 +386,7 @@ class _Collection:
         self.unreceived = None
         with self.receiving:
             self.listening = call
+            self.bodies = 0
         outcome: list[tuple[bool, Any]] = []
         done = threading.Event()
 
@@ -469,7 +477,9 @@ class _Collection:
             except _NotRecorded:
                 raise
             except Exception as exc:  # any failure to get a usable response is technical
-                return self.failed(call, reserved, exc)
+                return self.failed(call, reserved, self.retried(exc) if self.bodies > 1 else exc)
+            if self.bodies > 1:
+                return self.failed(call, reserved, self.retried(reply))
             stop = self.answered(call, reserved, reply, expected_model, first_model)
             if first_model is None:
                 first_model = reply.model
@@ -490,10 +500,23 @@ class _Collection:
             "counted_usd": usd(0), "cost_unknown": None, "never_sent": True, "raw": None})
         return self.interrupted(index)
 
+    def retried(self, result: Reply | Exception) -> BackendFailure:
+        """The failure a call is when the session handed `on_body` more than one body: the
+        backend sent more than one request for it (a retry, each perhaps billed), which no
+        answer (`result`, whatever the session returned or raised) can make good."""
+        raw = result.raw if isinstance(result, (Reply, BackendFailure)) else None
+        return BackendFailure(
+            "second_request", f"the backend sent {self.bodies} requests for this one call and "
+            f"got {self.bodies} responses (a retry: each may be billed, so the call is counted "
+            f"at {self.bodies} times its reservation; every body is in the journal); a backend "
+            "sends exactly one request per call", raw=raw)
+
     def failed(self, call: PlannedCall, reserved: Decimal, exc: Exception) -> Stop:
         failure = exc if isinstance(exc, BackendFailure) else BackendFailure(
             "unexpected", f"the backend failed ({type(exc).__name__})")
-        counted = Decimal(0) if failure.never_sent else reserved
+        # More bodies than one came back (a retry): each request may have been billed.
+        times = max(1, self.bodies)
+        counted = Decimal(0) if failure.never_sent else reserved * times
         self.pending = {
             "type": "outcome", "call_id": call.id, "seq": call.seq, "status": "failed",
             "failure": failure.kind, "http_status": failure.http_status,
@@ -501,7 +524,8 @@ class _Collection:
             "cost_usd": usd(counted) if failure.never_sent else None,
             "counted_usd": usd(counted),
             "cost_unknown": None if failure.never_sent
-            else "no usable response: counted at its reservation",
+            else "no usable response: counted at its reservation" if times == 1
+            else f"{times} requests for one call: counted at {times} times its reservation",
             "never_sent": failure.never_sent,
             "raw": failure.raw,
         }

@@ -371,7 +371,8 @@ class _Suite:
 
     def one_body_a_call(self, name: str, journal: Path, requests: list[Any]) -> None:
         """At most one `received` body a call: a second is a second request for the call (a
-        retry), which the journal's reader refuses; said here as the promise it breaks."""
+        retry; the collector keeps every body and stops the series, `second_request`), said
+        here as the promise it breaks."""
         bodies: dict[int, int] = {}
         for line in journal.read_bytes().splitlines():
             with contextlib.suppress(ValueError):
