@@ -498,5 +498,54 @@ def export(
     say(summary(files, series_dir / EXPORT_DIR if out is None else out))
 
 
+import_app = typer.Typer(help="Import a dataset as a columnar corpus folder (docs/corpus.md).",
+                         no_args_is_help=True)
+app.add_typer(import_app, name="import")
+_IMPORT_FORMAT = typer.Option("--format", help="parquet or jsonl: the corpus files written.")
+
+
+@import_app.command("hotpotqa")
+def import_hotpotqa(
+    file: Annotated[Path, typer.Argument(help="HotpotQA distractor-setting JSON.")],
+    out: Annotated[Path, typer.Option(help="The new corpus folder (must not exist).")],
+    fmt: Annotated[str, _IMPORT_FORMAT] = "parquet",
+) -> None:
+    """One case per question: its context sentences as facts (IDs from title and index), its
+    supporting facts as conditions, variants A (as given) and B (paragraphs reversed), groups
+    type and level. Written atomically; nothing is written on a refusal."""
+    from fragbench.importers.hotpotqa import import_hotpotqa as do_import
+    from fragbench.importers.write import check_format
+
+    done = do_import(file, out, check_format(fmt))
+    say(f"{done.cases} cases, {done.sentences} sentences written to {out}; skipped: "
+        f"{len(done.skipped_questions)} questions without a usable supporting fact, "
+        f"{len(done.skipped_facts)} supporting facts naming no sentence, "
+        f"{done.blank_sentences} blank sentences (listed in {out / 'import.json'})")
+
+
+@import_app.command("jsonl")
+def import_jsonl(
+    file: Annotated[Path, typer.Argument(help="One JSON object a line, one case each.")],
+    out: Annotated[Path, typer.Option(help="The new corpus folder (must not exist).")],
+    fmt: Annotated[str, _IMPORT_FORMAT] = "parquet",
+) -> None:
+    """One case per line: id, question, sentences (id, text), conditions, optional groups,
+    source, license, lang; variant A as given, B a fixed shuffle by ID (docs/corpus.md)."""
+    from fragbench.importers.jsonl import import_jsonl as do_import
+    from fragbench.importers.write import check_format
+
+    say(f"{do_import(file, out, check_format(fmt))} cases written to {out}")
+
+
+def _add_ledger_group() -> None:
+    """`fragbench ledger show|verify|move` (fragbench.ledger_cli: Typer only at import)."""
+    from fragbench.ledger_cli import ledger_app
+
+    app.add_typer(ledger_app, name="ledger")
+
+
+_add_ledger_group()
+
+
 def main() -> None:
     app()

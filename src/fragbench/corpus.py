@@ -1,4 +1,5 @@
-"""Corpus files: one TOML file per case, validated at the boundary (corpus/README.md).
+"""Corpus files: one TOML file per case, or a columnar folder of thousands
+(`fragbench.corpus_columnar`), validated at the boundary (corpus/README.md, docs/corpus.md).
 
 Everything after `load_corpus` trusts the records: a malformed file stops here with one sentence
 naming the file and the fault, before anything runs or is written.
@@ -16,6 +17,7 @@ from typing import Any
 import attrs
 import polars as pl
 
+from fragbench import corpus_columnar
 from fragbench.errors import CorpusError
 
 _TOP_KEYS = {"id", "license", "conditions", "variants"}
@@ -44,12 +46,26 @@ class Case:
     """Variant name -> a permutation of all fact IDs (passage order)."""
     langs: dict[str, Passage]
     path: Path
+    """The case's TOML file, or the columnar corpus folder that holds it."""
     sha256: str
-    """Of the file's bytes, as read."""
+    """Of the TOML file's bytes, as read; for a columnar case, of its folder's `files` (the
+    sha256 of the lines `NAME SHA256`, one a file)."""
+    files: tuple[tuple[Path, str], ...] = ()
+    """The files read for this case with their sha256 (the frozen plan hashes each once);
+    empty means `((path, sha256),)`, a TOML case's."""
+    groups: dict[str, str] = attrs.field(factory=dict)
+    """Group key -> value (columnar corpora only, such as HotpotQA's type and level)."""
+    frames: corpus_columnar.Frames | None = attrs.field(default=None, eq=False, repr=False)
+    """A columnar case's folder's tables, shared by all its cases: the frame paths below
+    read them instead of looping over the sentences in Python."""
 
     @property
     def fact_ids(self) -> tuple[str, ...]:
         return tuple(next(iter(self.langs.values())).facts)
+
+    @property
+    def read_files(self) -> tuple[tuple[Path, str], ...]:
+        return self.files or ((self.path, self.sha256),)
 
 
 def _fail(path: Path, message: str) -> CorpusError:
@@ -166,7 +182,9 @@ def case_files(paths: list[Path]) -> list[Path]:
         if path.is_dir():
             found = sorted(path.glob("*.toml"))
             if not found:
-                raise CorpusError(f"{path}: holds no .toml case file; point to a corpus folder.")
+                raise CorpusError(f"{path}: holds no .toml case file and no columnar corpus "
+                                  "(cases.parquet and sentences.parquet, or the same as .jsonl); "
+                                  "point to a corpus folder (docs/corpus.md).")
             files.extend(found)
         elif path.is_file():
             files.append(path)
@@ -175,9 +193,47 @@ def case_files(paths: list[Path]) -> list[Path]:
     return files
 
 
+def load_columnar(folder: Path, fmt: str) -> list[Case]:
+    """Every case of a columnar corpus folder, validated (`fragbench.corpus_columnar`), in the
+    order of its cases file."""
+    frames, first, files = corpus_columnar.load_folder(folder, fmt)
+    manifest = "".join(f"{p.name} {digest}\n" for p, digest in files)
+    digest = hashlib.sha256(manifest.encode("utf-8")).hexdigest()
+    facts = (frames.facts.group_by("case", "lang", maintain_order=True)
+             .agg("fact_id", "text"))
+    texts: dict[str, dict[str, dict[str, str]]] = {}
+    for case_id, lang, ids, sentences in facts.iter_rows():
+        texts.setdefault(case_id, {})[lang] = dict(zip(ids, sentences, strict=True))
+    langs: dict[str, dict[str, Passage]] = {}
+    for case_id, lang, question, source, _ in frames.questions.iter_rows():
+        langs.setdefault(case_id, {})[lang] = Passage(source=source, question=question,
+                                                      facts=texts[case_id][lang])
+    groups = {row[0]: dict(zip(frames.groups.columns[1:], row[1:], strict=True))
+              for row in frames.groups.iter_rows()}
+    return [
+        Case(id=case_id, license=license_, conditions=tuple(conditions),
+             variants={name: tuple(order) for name, order in variants.items()
+                       if order is not None},
+             langs=langs[case_id], path=folder, sha256=digest, files=files,
+             groups=groups[case_id], frames=frames)
+        for case_id, license_, conditions, variants in first.iter_rows()
+    ]
+
+
 def load_corpus(paths: list[Path]) -> list[Case]:
-    """Every case of the given files or folders, validated, in file order; IDs must be unique."""
-    cases = [load_case(f) for f in case_files(paths)]
+    """Every case of the given files or folders, validated, in file order; IDs must be unique.
+    A folder holding a columnar corpus (docs/corpus.md) gives its cases; any other folder its
+    .toml files."""
+    cases: list[Case] = []
+    for path in paths:
+        fmt = corpus_columnar.corpus_format(path) if path.is_dir() else None
+        if fmt is not None:
+            if any(path.glob("*.toml")):
+                raise CorpusError(f"{path}: holds both .toml case files and a columnar corpus; "
+                                  "keep them in separate folders.")
+            cases.extend(load_columnar(path, fmt))
+        else:
+            cases.extend(load_case(f) for f in case_files([path]))
     seen: dict[str, Path] = {}
     for case in cases:
         if case.id in seen:
@@ -191,6 +247,51 @@ PASSAGE_SEPARATOR = " "
 chunkers cut and that character offsets (`start`, `end`) count in."""
 
 
+_FACT_TYPES = {"case": pl.String, "lang": pl.String, "fact_id": pl.String, "text": pl.String,
+               "is_condition": pl.Boolean, "_ci": pl.Int64, "_li": pl.Int64, "_fi": pl.Int64}
+_ORDER_TYPES = {"case": pl.String, "variant": pl.String, "position": pl.Int32,
+                "fact_id": pl.String, "_ci": pl.Int64, "_vi": pl.Int32}
+_QUESTION_TYPES = {"case": pl.String, "lang": pl.String, "question": pl.String,
+                   "_ci": pl.Int64, "_li": pl.Int64}
+
+
+def _long_frames(cases: list[Case], langs: list[str] | None
+                 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The facts, variant orders and questions of `cases`, with sort keys: _ci (the case's
+    index in `cases`), _li (the language's in the case), _fi (the fact's in the language), _vi
+    (the variant's in the case). A TOML case's rows are built here; a columnar case's come
+    from its folder's frames by one join per folder, never a loop over its sentences."""
+    fact_rows, order_rows, question_rows = [], [], []
+    folders: dict[int, tuple[corpus_columnar.Frames, list[tuple[str, int]]]] = {}
+    for ci, case in enumerate(cases):
+        if case.frames is not None:
+            folders.setdefault(id(case.frames), (case.frames, []))[1].append((case.id, ci))
+            continue
+        conditions = set(case.conditions)
+        for li, (lang, passage) in enumerate(case.langs.items()):
+            question_rows.append((case.id, lang, passage.question, ci, li))
+            fact_rows.extend((case.id, lang, fid, text, fid in conditions, ci, li, fi)
+                             for fi, (fid, text) in enumerate(passage.facts.items()))
+        for vi, (variant, order) in enumerate(case.variants.items()):
+            order_rows.extend((case.id, variant, pos, fid, ci, vi)
+                              for pos, fid in enumerate(order))
+    facts = [pl.DataFrame(fact_rows, schema=_FACT_TYPES, orient="row")]
+    orders = [pl.DataFrame(order_rows, schema=_ORDER_TYPES, orient="row")]
+    questions = [pl.DataFrame(question_rows, schema=_QUESTION_TYPES, orient="row")]
+    for frames, members in folders.values():
+        index = pl.DataFrame(members, schema={"case": pl.String, "_ci": pl.Int64},
+                             orient="row")
+        facts.append(frames.facts.join(index, on="case").select(list(_FACT_TYPES))
+                     .cast(_FACT_TYPES))  # type: ignore[arg-type]
+        orders.append(frames.orders.join(index, on="case").select(list(_ORDER_TYPES))
+                      .cast(_ORDER_TYPES))  # type: ignore[arg-type]
+        questions.append(frames.questions.join(index, on="case").select(list(_QUESTION_TYPES))
+                         .cast(_QUESTION_TYPES))  # type: ignore[arg-type]
+    wanted = pl.lit(True) if langs is None else pl.col("lang").is_in(langs)
+    return (pl.concat(facts).filter(wanted), pl.concat(orders),
+            pl.concat(questions).filter(wanted))
+
+
 def sentences_frame(cases: list[Case], langs: list[str] | None = None) -> pl.DataFrame:
     """One row per sentence of every case x language x variant, in passage order.
 
@@ -198,61 +299,41 @@ def sentences_frame(cases: list[Case], langs: list[str] | None = None) -> pl.Dat
     `end` (end exclusive) are the sentence's character offsets (Unicode code points, as Python
     and Polars count them) in the passage's text, its sentences joined by PASSAGE_SEPARATOR:
     the coordinates a span chunker returns its chunks in. A chunker that groups whole
-    sentences may ignore them.
+    sentences may ignore them. Rows come case by case (in the order of `cases`), then language
+    (the case's order), variant (the case's order) and position.
     """
-    rows = []
-    for case in cases:
-        for lang, passage in case.langs.items():
-            if langs is not None and lang not in langs:
-                continue
-            for variant, order in case.variants.items():
-                start = 0
-                for pos, fid in enumerate(order):
-                    text = passage.facts[fid]
-                    rows.append((case.id, lang, variant, pos, fid, text, start,
-                                 start + len(text)))
-                    start += len(text) + len(PASSAGE_SEPARATOR)
-    return pl.DataFrame(
-        rows,
-        schema={
-            "case": pl.String,
-            "lang": pl.String,
-            "variant": pl.String,
-            "position": pl.Int32,
-            "fact_id": pl.String,
-            "text": pl.String,
-            "start": pl.Int32,
-            "end": pl.Int32,
-        },
-        orient="row",
+    facts, orders, _ = _long_frames(cases, langs)
+    step = pl.col("text").str.len_chars().cast(pl.Int32) + len(PASSAGE_SEPARATOR)
+    return (
+        orders.join(facts.drop("_ci"), on=["case", "fact_id"])
+        .sort("_ci", "_li", "_vi", "position")
+        .with_columns((step.cum_sum().over("case", "lang", "variant") - step).alias("start"))
+        .with_columns((pl.col("start") + pl.col("text").str.len_chars()).cast(pl.Int32)
+                      .alias("end"), pl.col("start").cast(pl.Int32))
+        .select("case", "lang", "variant", "position", "fact_id", "text", "start", "end")
     )
 
 
 def questions_frame(cases: list[Case], langs: list[str] | None = None) -> pl.DataFrame:
     """One row per case x language: case, lang, question."""
-    rows = [
-        (case.id, lang, passage.question)
-        for case in cases
-        for lang, passage in case.langs.items()
-        if langs is None or lang in langs
-    ]
-    return pl.DataFrame(
-        rows, schema={"case": pl.String, "lang": pl.String, "question": pl.String}, orient="row"
-    )
+    _, _, questions = _long_frames(cases, langs)
+    return questions.sort("_ci", "_li").select("case", "lang", "question")
 
 
 def facts_frame(cases: list[Case], langs: list[str] | None = None) -> pl.DataFrame:
     """One row per fact of every case x language: case, lang, fact_id, text, is_condition."""
-    rows = [
-        (case.id, lang, fid, text, fid in case.conditions)
-        for case in cases
-        for lang, passage in case.langs.items()
-        if langs is None or lang in langs
-        for fid, text in passage.facts.items()
-    ]
-    return pl.DataFrame(
-        rows,
-        schema={"case": pl.String, "lang": pl.String, "fact_id": pl.String, "text": pl.String,
-                "is_condition": pl.Boolean},
-        orient="row",
-    )
+    facts, _, _ = _long_frames(cases, langs)
+    return facts.sort("_ci", "_li", "_fi").select("case", "lang", "fact_id", "text",
+                                                  "is_condition")
+
+
+def cases_frame(cases: list[Case]) -> pl.DataFrame | None:
+    """The cases' groups: `case`, then one String column per group key (the first case's
+    keys, in its order); None when no case has a group. What a series records as
+    cases.parquet, for measures and pages that split by group to join on `case`."""
+    keys = next((list(c.groups) for c in cases if c.groups), None)
+    if keys is None:
+        return None
+    return pl.DataFrame([(c.id, *(c.groups.get(k) for k in keys)) for c in cases],
+                        schema={"case": pl.String, **dict.fromkeys(keys, pl.String)},
+                        orient="row")

@@ -127,6 +127,9 @@ def _backend_doc(b: BackendConfig) -> dict[str, Any]:
             "output": usd(p.output), "max_input_tokens": p.max_input_tokens,
             "read_on": p.read_on, "tier": p.tier, "currency": "USD",
         }
+    concurrency = b.concurrency.doc()
+    if concurrency is not None:  # left out at its default: protocol 1.0's plans stay as they are
+        doc["concurrency"] = concurrency
     return doc
 
 
@@ -163,7 +166,9 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
     used_plugins += [("measure", m) for m in experiment.measures]
     used_plugins += [("backend", b.plugin) for b in experiment.backends.values()]
     files = [("config", experiment.config_path, experiment.config_sha256)]
-    files += [("corpus", c.path, c.sha256) for c in experiment.cases]
+    # Each corpus file once: a TOML case's file, or each file of a columnar folder.
+    corpus_files = dict.fromkeys(f for c in experiment.cases for f in c.read_files)
+    files += [("corpus", path, digest) for path, digest in corpus_files]
     files += [("prompt", p.path, p.sha256) for p in experiment.prompts.values()]
     files += [("schema", experiment.schema_path, experiment.schema_sha256)]
     packages = {}
@@ -439,7 +444,7 @@ def review(experiment: Experiment, backend: str | None) -> tuple[dict[str, Any],
     what changed). Reads only: sends nothing, creates no ledger."""
     from fragbench.budget import balance
     from fragbench.errors import UsageError
-    from fragbench.ledger import Ledger, ledger_path
+    from fragbench.ledger import ledger_for
 
     name = backend or experiment.default_backend
     if name not in experiment.backends:
@@ -453,14 +458,13 @@ def review(experiment: Experiment, backend: str | None) -> tuple[dict[str, Any],
     budget_info = ledger_info = None
     if cfg.pricing is not None:
         b = experiment.budget
-        path = ledger_path(b.id)
-        ledger = Ledger(path, b).load()
+        ledger = ledger_for(b).load()  # the file store, or the server FRAGBENCH_LEDGER_URL names
         recorded = ledger.spent()
         left = balance(b, recorded)
         budget_info = {"id": b.id, "ceiling_usd": usd(b.ceiling_usd),
                        "prior_spend_usd": usd(b.prior_spend_usd), "recorded_usd": usd(recorded),
-                       "balance_usd": usd(left), "fits": total <= left, "ledger": str(path)}
-        ledger_info = {"store": str(path.parent), "path": str(path), "exists": path.exists(),
+                       "balance_usd": usd(left), "fits": total <= left, "ledger": ledger.where}
+        ledger_info = {"store": ledger.store, "path": ledger.where, "exists": ledger.exists(),
                        "records": ledger.records, "series": len(ledger.series)}
     path = plan_path(experiment)
     if not path.exists():

@@ -1,0 +1,87 @@
+"""Writing an imported corpus folder: all or nothing.
+
+The tables are validated in memory first (the same checks `load_corpus` makes), then written
+into a temporary folder beside `--out` (`.NAME.importing-RANDOM`), synced, and renamed into
+place: a crash or a refusal leaves no `--out`, and an existing `--out` is refused before
+anything is read or written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from fragbench import corpus_columnar
+from fragbench.errors import UsageError
+from fragbench.journal import fsync_dir, make_dirs
+
+IMPORT_MANIFEST = "import.json"
+"""Beside the corpus files: what was imported (the input's name and sha256, the rules, what
+was skipped). Not part of the corpus: the plan hashes only the cases and sentences files."""
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in corpus_columnar.FORMATS:
+        raise UsageError(f"--format {fmt}: the formats are "
+                         f"{' and '.join(corpus_columnar.FORMATS)}.")
+    return fmt
+
+
+def check_out(out: Path) -> None:
+    """Refuse an --out that exists (a folder, a file, a dangling link): nothing is replaced."""
+    if out.exists() or out.is_symlink():
+        raise UsageError(f"--out {out}: already exists; an import writes a new folder, never "
+                         "over one: choose another --out or remove that one first.")
+
+
+def frames(cases: dict[str, list[Any]], sentences: dict[str, list[Any]]
+           ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The two tables from columns of Python values, in the columnar corpus's types."""
+    variant_names = list(dict.fromkeys(k for v in cases["variants"] for k in v))
+    group_keys = list(dict.fromkeys(k for g in cases.get("groups", []) for k in g))
+    ids = pl.List(pl.String)
+    schema: dict[str, Any] = {c: pl.String for c in ("case", "lang", "license", "source",
+                                                      "question")}
+    schema |= {"conditions": ids, "variants": pl.Struct({n: ids for n in variant_names})}
+    if group_keys:
+        schema["groups"] = pl.Struct({k: pl.String for k in group_keys})
+    case_frame = pl.DataFrame({k: cases[k] for k in schema}, schema=schema, strict=True)
+    sentence_frame = pl.DataFrame(sentences, schema=dict.fromkeys(
+        corpus_columnar.SENTENCE_COLUMNS, pl.String), strict=True)
+    return case_frame, sentence_frame
+
+
+def write_corpus(out: Path, cases: pl.DataFrame, sentences: pl.DataFrame, fmt: str,
+                 manifest: dict[str, Any]) -> None:
+    """Validate, then write `out` as a columnar corpus folder in `fmt` (parquet or jsonl)."""
+    check_out(out)
+    names = corpus_columnar.FORMATS[fmt]
+    corpus_columnar.validate(out / names[0], out / names[1], cases, sentences)
+    make_dirs(out.parent)
+    temp = out.parent / f".{out.name}.importing-{uuid.uuid4().hex[:12]}"
+    temp.mkdir()
+    try:
+        for frame, name in ((cases, names[0]), (sentences, names[1])):
+            path = temp / name
+            if fmt == "parquet":
+                frame.write_parquet(path)
+            else:
+                frame.write_ndjson(path)
+        (temp / IMPORT_MANIFEST).write_text(
+            json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        for path in temp.iterdir():
+            with path.open("rb") as handle:
+                os.fsync(handle.fileno())
+        fsync_dir(temp)
+        check_out(out)  # created meanwhile: refused, not replaced
+        os.rename(temp, out)
+        fsync_dir(out.parent)
+    finally:
+        if temp.exists():
+            shutil.rmtree(temp)
