@@ -140,3 +140,30 @@ def chromium() -> Iterator[Any]:
 
     with chromium_browser() as browser:
         yield browser
+
+
+@pytest.fixture(scope="session")
+def postgresql_server() -> Iterator[Any]:
+    """One throwaway PostgreSQL server per test process, from the system's binaries
+    (tests/pg_server.py), stopped and removed at the end; skipped with one line naming what is
+    missing where it cannot start."""
+    import pg_server
+
+    why = pg_server.missing()
+    if why is not None:
+        pytest.skip(why)
+    srv = pg_server.Server().start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def ledger_url(postgresql_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The PostgreSQL store selected for this test (FRAGBENCH_LEDGER_URL, with a password):
+    a fresh database of its own, and no FRAGBENCH_LEDGER_DIR beside it."""
+    url = str(postgresql_server.new_database())
+    monkeypatch.delenv("FRAGBENCH_LEDGER_DIR", raising=False)
+    monkeypatch.setenv("FRAGBENCH_LEDGER_URL", url)
+    return url

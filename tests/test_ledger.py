@@ -1,4 +1,7 @@
-"""The budget ledger: one per budget id, hash-chained, refused when altered, never trusted."""
+"""The budget ledger: one per budget id, hash-chained, refused when altered, never trusted.
+
+The key tests run on both stores (`store`): the file store, and a PostgreSQL server started from
+the system's binaries (skipped with one line where there are none)."""
 
 from __future__ import annotations
 
@@ -12,16 +15,84 @@ import pytest
 from conftest import error_lines, run_cli
 
 from fragbench.config import Budget
-from fragbench.ledger import Ledger, LedgerError, ledger_path
+from fragbench.ledger import Ledger, LedgerBase, LedgerError, ledger_path
 from fragbench.redact import Redactor
 
 BUDGET = Budget(id="b", ceiling_usd=Decimal(10), prior_spend_usd=Decimal("0.5"),
                 framing_tokens=1024)
 
 
-def write_some(path: Path) -> Ledger:
+class Store:
+    """Where the key tests' ledger lives, and a hand that edits it behind fragbench's back."""
+
+    def make(self, budget: Budget = BUDGET) -> LedgerBase:
+        raise NotImplementedError
+
+    def lines(self) -> list[bytes]:
+        """Each record's text, in order."""
+        raise NotImplementedError
+
+    def put(self, lines: list[bytes], head: bool) -> None:
+        """Replace the records by `lines` (record i at place i); `head`: also make the
+        server's head name the last one (what a careful forger does)."""
+        raise NotImplementedError
+
+
+class FileStore(Store):
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def make(self, budget: Budget = BUDGET) -> LedgerBase:
+        return Ledger(self.path, budget)
+
+    def lines(self) -> list[bytes]:
+        return self.path.read_bytes().rstrip(b"\n").split(b"\n")
+
+    def put(self, lines: list[bytes], head: bool) -> None:
+        self.path.write_bytes(b"\n".join(lines) + b"\n")
+
+
+class PgStore(Store):
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def make(self, budget: Budget = BUDGET) -> LedgerBase:
+        from fragbench.ledger_pg import PgLedger
+
+        return PgLedger(self.url, budget)
+
+    def lines(self) -> list[bytes]:
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            return [r[0].encode() for r in conn.execute(
+                "SELECT line FROM fragbench_ledger WHERE budget_id = 'b' ORDER BY n")]
+
+    def put(self, lines: list[bytes], head: bool) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            conn.execute("DELETE FROM fragbench_ledger WHERE budget_id = 'b'")
+            for n, line in enumerate(lines):
+                conn.execute("INSERT INTO fragbench_ledger VALUES ('b', %s, %s)",
+                             (n, line.decode("utf-8", "replace")))
+            if head:
+                conn.execute("UPDATE fragbench_ledger_head SET n = %s, sha256 = %s WHERE "
+                             "budget_id = 'b'", (len(lines) - 1,
+                                                 hashlib.sha256(lines[-1]).hexdigest()))
+
+
+@pytest.fixture(params=["file", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "file":
+        return FileStore(tmp_path / "b.jsonl")
+    return PgStore(request.getfixturevalue("ledger_url"))
+
+
+def write_some(path: Path | Store) -> LedgerBase:
     """Two series: one call settled at its cost, one still open at its reservation."""
-    ledger = Ledger(path, BUDGET).open(Redactor(["sk-secret-value-123"]))
+    store = FileStore(path) if isinstance(path, Path) else path
+    ledger = store.make().open(Redactor(["sk-secret-value-123"]))
     with ledger.locked():
         ledger.append({"type": "reserve", "series_uid": "s1", "call_id": "a",
                        "reserved_usd": "0.09"})
@@ -37,33 +108,35 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def rewrite(path: Path, records: list[dict]) -> None:
+def forged(records: list[dict]) -> list[bytes]:
     """What a careful forger would write: every hash recomputed, so only the values speak."""
     out, prev = [], "0" * 64
     for n, record in enumerate(records):
         line = json.dumps({**record, "n": n, "prev": prev}).encode()
         out.append(line)
         prev = hashlib.sha256(line).hexdigest()
-    path.write_bytes(b"\n".join(out) + b"\n")
+    return out
 
 
-def test_counts_chains_and_redacts(tmp_path: Path) -> None:
-    path = tmp_path / "b.jsonl"
-    write_some(path)
-    records = lines(path)
+def rewrite(path: Path, records: list[dict]) -> None:
+    path.write_bytes(b"\n".join(forged(records)) + b"\n")
+
+
+def test_counts_chains_and_redacts(store: Store) -> None:
+    write_some(store)
+    raw = store.lines()
+    records = [json.loads(line) for line in raw]
     assert [r["type"] for r in records] == ["budget", "reserve", "outcome", "reserve"]
     assert [r["n"] for r in records] == [0, 1, 2, 3]
-    raw = path.read_bytes().split(b"\n")
     for before, record in zip(raw, records[1:], strict=False):
         assert record["prev"] == hashlib.sha256(before).hexdigest()
-    assert b"sk-secret-value-123" not in path.read_bytes()
-    assert Ledger(path, BUDGET).load().spent() == Decimal("0.10")
+    assert not any(b"sk-secret-value-123" in line for line in raw)
+    assert store.make().load().spent() == Decimal("0.10")
 
 
-def test_a_second_writer_sees_what_the_first_appended(tmp_path: Path) -> None:
-    path = tmp_path / "b.jsonl"
-    first = Ledger(path, BUDGET).open(Redactor())
-    second = Ledger(path, BUDGET).load().open(Redactor())
+def test_a_second_writer_sees_what_the_first_appended(store: Store) -> None:
+    first = store.make().open(Redactor())
+    second = store.make().load().open(Redactor())
     with first.locked():
         first.append({"type": "reserve", "series_uid": "s1", "call_id": "a",
                       "reserved_usd": "1.5"})
@@ -75,7 +148,7 @@ def test_a_second_writer_sees_what_the_first_appended(tmp_path: Path) -> None:
         assert first.spent() == Decimal("3.5")
     first.close()
     second.close()
-    assert Ledger(path, BUDGET).load().spent() == Decimal("3.5")
+    assert store.make().load().spent() == Decimal("3.5")
 
 
 def test_a_torn_last_line_is_ignored_then_repaired(tmp_path: Path) -> None:
@@ -105,15 +178,15 @@ TAMPERS = {
 
 
 @pytest.mark.parametrize("name", list(TAMPERS))
-def test_a_forged_value_is_refused(tmp_path: Path, name: str) -> None:
-    path = tmp_path / "b.jsonl"
-    write_some(path)
-    records = [{k: v for k, v in r.items() if k not in ("n", "prev")} for r in lines(path)]
+def test_a_forged_value_is_refused(store: Store, name: str) -> None:
+    write_some(store)
+    records = [{k: v for k, v in json.loads(r).items() if k not in ("n", "prev")}
+               for r in store.lines()]
     change, words = TAMPERS[name]
     change(records)
-    rewrite(path, records)
+    store.put(forged(records), head=True)
     with pytest.raises(LedgerError, match=words):
-        Ledger(path, BUDGET).load()
+        store.make().load()
 
 
 EDITS = {
@@ -126,22 +199,19 @@ EDITS = {
 
 
 @pytest.mark.parametrize("name", list(EDITS))
-def test_a_hand_edit_breaks_the_chain(tmp_path: Path, name: str) -> None:
-    path = tmp_path / "b.jsonl"
-    write_some(path)
-    edited = EDITS[name](path.read_bytes().rstrip(b"\n").split(b"\n"))
-    path.write_bytes(b"\n".join(edited) + b"\n")
+def test_a_hand_edit_breaks_the_chain(store: Store, name: str) -> None:
+    write_some(store)
+    store.put(EDITS[name](store.lines()), head=False)
     with pytest.raises(LedgerError, match="never trusted"):
-        Ledger(path, BUDGET).load()
+        store.make().load()
 
 
-def test_one_budget_has_one_ceiling(tmp_path: Path) -> None:
-    path = tmp_path / "b.jsonl"
-    write_some(path)
+def test_one_budget_has_one_ceiling(store: Store) -> None:
+    write_some(store)
     other = Budget(id="b", ceiling_usd=Decimal(20), prior_spend_usd=Decimal("0.5"),
                    framing_tokens=1024)
     with pytest.raises(LedgerError, match="one budget has one ceiling"):
-        Ledger(path, other).load()
+        store.make(other).load()
 
 
 @pytest.mark.parametrize("kind", ["symlink to /dev/null", "dangling symlink", "a folder"])

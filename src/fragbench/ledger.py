@@ -21,6 +21,16 @@ and the next writer closes it with a `repair` record.
 
 The running total is kept in memory and updated from what the file gained since it was last
 read, so a call's bookkeeping does not grow with the ledger.
+
+Two stores hold ledgers, with the same records and the same chain: this file store (the
+default), and a PostgreSQL server when `FRAGBENCH_LEDGER_URL=postgresql://...` is set
+(`fragbench.ledger_pg`: a budget a team shares, the rule checked under a lock per budget held
+on the server). `ledger_for` picks the store; setting both FRAGBENCH_LEDGER_URL and
+FRAGBENCH_LEDGER_DIR is refused, since a budget counted in two stores is counted twice. Every
+record's hash is the sha256 of its canonical text (`record_text`: the JSON a file line holds),
+so a ledger moved from the file store into the server (`fragbench ledger move`) keeps its
+hashes; the file then ends with a `moved` record naming the server, and is refused for any
+further run.
 """
 
 from __future__ import annotations
@@ -43,7 +53,10 @@ from fragbench.journal import fsync_dir, make_dirs, now
 from fragbench.redact import Redactor
 
 LEDGER_ENV = "FRAGBENCH_LEDGER_DIR"
+LEDGER_URL_ENV = "FRAGBENCH_LEDGER_URL"
 GENESIS = "0" * 64
+KINDS = ("budget", "series", "reserve", "outcome", "repair", "moved")
+"""Every record type a ledger may hold."""
 
 
 class LedgerError(FragbenchError):
@@ -67,6 +80,30 @@ def ledger_path(budget_id: str) -> Path:
     return ledger_dir() / f"{budget_id}.jsonl"
 
 
+def ledger_url() -> str | None:
+    """The server FRAGBENCH_LEDGER_URL names, or None for the file store. Both it and
+    FRAGBENCH_LEDGER_DIR set is refused: which store counts a budget must never be a guess."""
+    url = os.environ.get(LEDGER_URL_ENV, "").strip()
+    if not url:
+        return None
+    if os.environ.get(LEDGER_ENV, "").strip():
+        raise LedgerError(f"{LEDGER_URL_ENV} and {LEDGER_ENV} are both set: a budget is counted "
+                          "in one store; unset one of them (nothing was sent).")
+    return url
+
+
+def ledger_for(budget: Budget | str) -> LedgerBase:
+    """The budget's ledger in the store the environment selects (not read yet: `load` it).
+    `budget` is the config's budget, or only its id to read a ledger whatever it fixes
+    (`fragbench ledger show`)."""
+    url = ledger_url()
+    if url is not None:
+        from fragbench.ledger_pg import PgLedger  # psycopg only where a server is used
+
+        return PgLedger(url, budget)
+    return Ledger(ledger_path(budget if isinstance(budget, str) else budget.id), budget)
+
+
 STORE_HELP = (f"set {LEDGER_ENV} (an absolute path) to use another store; without it the "
               "store is $XDG_DATA_HOME/fragbench/ledgers, else ~/.local/share/fragbench/ledgers")
 """How to point at another ledger store, for the lines that name the store."""
@@ -79,6 +116,11 @@ def _why(exc: OSError) -> str:
 
 def _line_hash(line: bytes) -> str:
     return hashlib.sha256(line).hexdigest()
+
+
+def record_text(record: dict[str, Any]) -> bytes:
+    """A record's canonical text, the one its successor's `prev` hashes in either store."""
+    return json.dumps(record, ensure_ascii=True).encode()
 
 
 def _parse(raw: bytes) -> Any:
@@ -104,33 +146,217 @@ def _amount(value: Any) -> Decimal | None:
     return amount if amount.is_finite() and amount >= 0 else None
 
 
-class Ledger:
-    """A budget's ledger, read and checked; `open` it to append (under its lock)."""
+class LedgerBase:
+    """What both stores share: the records checked one by one (chain, genesis, amounts, each
+    call's reservation and outcome) and the running totals. A store reads and writes the
+    records (`load`, `refresh`, `open`, `locked`, `append`, `close`) and names itself
+    (`where`: the ledger; `store`: what holds it)."""
 
-    def __init__(self, path: Path, budget: Budget) -> None:
-        self.path = path
-        self.budget = budget
-        self._fd: int | None = None
-        self._offset = 0
+    unit = "line"
+    """What a message calls one record's place: a file's line, a server's record."""
+    restore = "restore it from your backup or version control"
+    store_help = ""
+    """How to point at another store, for the lines that name the store."""
+
+    def __init__(self, budget: Budget | str) -> None:
+        self.budget_id = budget if isinstance(budget, str) else budget.id
+        self.budget: Budget | None = None if isinstance(budget, str) else budget
+        """The config's budget: the genesis record must fix the same; None to read any."""
+        self.audit = False
+        """Reading to show or audit: a ledger moved to another store is read, not refused."""
+        self.kept: list[tuple[bytes, dict[str, Any]]] | None = None
+        """When a list: every accepted record with its canonical text, in order."""
+        self._redactor = Redactor()
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget what was read: the next read starts from the first record."""
         self._n = -1
         self._last = GENESIS
+        self._reserved: dict[tuple[str, str], Decimal] = {}
+        self._counted: dict[tuple[str, str], Decimal] = {}
+        self._total = Decimal(0)
+        self.ceiling: Decimal | None = None
+        self.prior: Decimal | None = None
+        """What the genesis record fixes, once read."""
+        self.moved_to: str | None = None
+        self.series: set[str] = set()
+        """Uids of the series that drew on the budget."""
+        if self.kept is not None:
+            self.kept = []
+
+    @property
+    def where(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def store(self) -> str:
+        raise NotImplementedError
+
+    def exists(self) -> bool:
+        raise NotImplementedError
+
+    def _fail(self, message: str) -> LedgerError:
+        return LedgerError(f"ledger {self.where}: {message}; it is never trusted as it is: "
+                           f"{self.restore} (see the README, 'the budget ledger').")
+
+    def _check_moved(self) -> None:
+        if self.moved_to is not None and not self.audit:
+            raise LedgerError(
+                f"ledger {self.where}: budget {self.budget_id!r} was moved to the server "
+                f"{self.moved_to}; set {LEDGER_URL_ENV} to that server (and unset "
+                f"{LEDGER_ENV}) to draw on it (nothing was sent).")
+
+    @property
+    def head(self) -> str:
+        """The sha256 of the last record accepted (the chain's head)."""
+        return self._last
+
+    def open_reservations(self) -> dict[tuple[str, str], Decimal]:
+        """(series uid, call id) -> reservation, for every call with no outcome yet: a call
+        in flight, or one a crash left counted at its reservation."""
+        return {k: v for k, v in self._reserved.items() if k not in self._counted}
+
+    def _apply(self, record: Any, raw: bytes, line: int) -> None:
+        if not isinstance(record, dict):
+            raise self._fail(f"{self.unit} {line} is not a ledger record")
+        u = self.unit
+        if record.get("n") != self._n + 1 or record.get("prev") != self._last:
+            raise self._fail(f"{u} {line} does not follow the {u} before it (a {u} was "
+                             "edited, deleted or inserted)")
+        kind = record.get("type")
+        if self.moved_to is not None:
+            raise self._fail(f"{u} {line} follows the record saying the ledger was moved")
+        if self._n == -1:
+            self._check_genesis(record, line)
+        elif kind == "reserve":
+            key, amount = self._key(record, line), self._money(record, "reserved_usd", line)
+            if key in self._reserved:
+                raise self._fail(f"{u} {line} reserves call {key[1]} of series {key[0]} "
+                                 "twice")
+            self._reserved[key] = amount
+            self._total += amount
+            self.series.add(key[0])
+        elif kind == "outcome":
+            key, amount = self._key(record, line), self._money(record, "counted_usd", line)
+            if key not in self._reserved or key in self._counted:
+                raise self._fail(f"{u} {line} records an outcome with no open reservation")
+            self._counted[key] = amount
+            self._total += amount - self._reserved[key]
+        elif kind == "moved":
+            to = record.get("to")
+            if not isinstance(to, str) or not to:
+                raise self._fail(f"{u} {line} says the ledger was moved, but not where to")
+            self.moved_to = to
+        elif kind not in ("series", "repair"):
+            raise self._fail(f"{u} {line} has an unknown type {kind!r}")
+        self._n += 1
+        self._last = _line_hash(raw)
+        if self.kept is not None:
+            self.kept.append((raw, record))
+
+    def _money(self, record: dict[str, Any], field: str, line: int) -> Decimal:
+        amount = _amount(record.get(field))
+        if amount is None:
+            raise self._fail(f"{self.unit} {line} has an invalid {field} "
+                             f"({record.get(field)!r})")
+        return amount
+
+    def _key(self, record: dict[str, Any], line: int) -> tuple[str, str]:
+        uid, call = record.get("series_uid"), record.get("call_id")
+        if not isinstance(uid, str) or not isinstance(call, str):
+            raise self._fail(f"{self.unit} {line} lacks its series_uid or call_id")
+        return uid, call
+
+    def _check_genesis(self, record: dict[str, Any], line: int) -> None:
+        if record.get("type") != "budget":
+            raise self._fail(f"{self.unit} {line} should open the ledger with its budget")
+        if record.get("id") != self.budget_id:
+            raise self._fail(f"belongs to budget {record.get('id')!r}, not {self.budget_id!r}")
+        ceiling, prior = _amount(record.get("ceiling_usd")), _amount(record.get("prior_spend_usd"))
+        if ceiling is None or prior is None:
+            raise self._fail(f"{self.unit} {line} has an invalid ceiling or prior spend")
+        self.ceiling, self.prior = ceiling, prior
+        b = self.budget
+        if b is not None and (ceiling != b.ceiling_usd or prior != b.prior_spend_usd):
+            raise LedgerError(
+                f"budget {b.id!r} is already recorded in {self.where} with ceiling "
+                f"{ceiling} USD and prior spend {prior} USD, but the config says "
+                f"{b.ceiling_usd} and {b.prior_spend_usd}: one budget has one ceiling; give "
+                "this experiment a budget id of its own or fix its config (nothing was sent).")
+
+    def spent(self) -> Decimal:
+        """What the budget's series count: each call's counted amount (its cost when known),
+        else its whole reservation."""
+        return self._total
+
+    def series_calls(self, series_uid: str) -> dict[str, Decimal | None]:
+        """Call id -> what the ledger counts for it, for every call series `series_uid`
+        reserved; None for a reservation with no outcome yet (counted at the reservation)."""
+        return {call: self._counted.get((uid, call)) for uid, call in self._reserved
+                if uid == series_uid}
+
+    @property
+    def records(self) -> int:
+        """How many records have been read and accepted, the budget's opening one included."""
+        return self._n + 1
+
+    def genesis(self) -> dict[str, Any]:
+        """The record that opens a new ledger: the config's budget."""
+        if self.budget is None:
+            raise LedgerError(f"ledger {self.where}: holds no record of budget "
+                              f"{self.budget_id!r}; a run drawing on it starts it.")
+        b = self.budget
+        return {"type": "budget", "id": b.id, "ceiling_usd": usd(b.ceiling_usd),
+                "prior_spend_usd": usd(b.prior_spend_usd)}
+
+    def load(self) -> LedgerBase:
+        raise NotImplementedError
+
+    def refresh(self) -> None:
+        raise NotImplementedError
+
+    def open(self, redactor: Redactor) -> LedgerBase:
+        raise NotImplementedError
+
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def append(self, record: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class Ledger(LedgerBase):
+    """A budget's ledger in the file store, read and checked; `open` it to append (under its
+    lock: flock on the file)."""
+
+    store_help = STORE_HELP
+
+    def __init__(self, path: Path, budget: Budget | str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._offset = 0
         self._line = 0
         """Lines read and accepted (what `_offset` covers)."""
         self._needs_newline = False
         self._needs_repair = False
-        self._reserved: dict[tuple[str, str], Decimal] = {}
-        self._counted: dict[tuple[str, str], Decimal] = {}
-        self._total = Decimal(0)
-        self.series: set[str] = set()
-        """Uids of the series that drew on the budget."""
-        self._redactor = Redactor()
+        super().__init__(budget)
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    @property
+    def store(self) -> str:
+        return str(self.path.parent)
+
+    def exists(self) -> bool:
+        return self.path.exists()
 
     # Reading ---------------------------------------------------------------------------------
-
-    def _fail(self, message: str) -> LedgerError:
-        return LedgerError(f"ledger {self.path}: {message}; it is never trusted as it is: "
-                           "restore it from your backup or version control (see the README, "
-                           "'the budget ledger').")
 
     def _check_file(self) -> None:
         if self.path.is_symlink() and not self.path.exists():
@@ -190,77 +416,7 @@ class Ledger:
         self._line += consumed_lines
         self._needs_newline = bool(tail)
         self._needs_repair = bool(tail) or torn_first is not None
-
-    def _apply(self, record: Any, raw: bytes, line: int) -> None:
-        if not isinstance(record, dict):
-            raise self._fail(f"line {line} is not a ledger record")
-        if record.get("n") != self._n + 1 or record.get("prev") != self._last:
-            raise self._fail(f"line {line} does not follow the line before it (a line was "
-                             "edited, deleted or inserted)")
-        kind = record.get("type")
-        if self._n == -1:
-            self._check_genesis(record, line)
-        elif kind == "reserve":
-            key, amount = self._key(record, line), self._money(record, "reserved_usd", line)
-            if key in self._reserved:
-                raise self._fail(f"line {line} reserves call {key[1]} of series {key[0]} twice")
-            self._reserved[key] = amount
-            self._total += amount
-            self.series.add(key[0])
-        elif kind == "outcome":
-            key, amount = self._key(record, line), self._money(record, "counted_usd", line)
-            if key not in self._reserved or key in self._counted:
-                raise self._fail(f"line {line} records an outcome with no open reservation")
-            self._counted[key] = amount
-            self._total += amount - self._reserved[key]
-        elif kind not in ("series", "repair"):
-            raise self._fail(f"line {line} has an unknown type {kind!r}")
-        self._n += 1
-        self._last = _line_hash(raw)
-
-    def _money(self, record: dict[str, Any], field: str, line: int) -> Decimal:
-        amount = _amount(record.get(field))
-        if amount is None:
-            raise self._fail(f"line {line} has an invalid {field} ({record.get(field)!r})")
-        return amount
-
-    def _key(self, record: dict[str, Any], line: int) -> tuple[str, str]:
-        uid, call = record.get("series_uid"), record.get("call_id")
-        if not isinstance(uid, str) or not isinstance(call, str):
-            raise self._fail(f"line {line} lacks its series_uid or call_id")
-        return uid, call
-
-    def _check_genesis(self, record: dict[str, Any], line: int) -> None:
-        if record.get("type") != "budget":
-            raise self._fail(f"line {line} should open the ledger with its budget")
-        b = self.budget
-        if record.get("id") != b.id:
-            raise self._fail(f"belongs to budget {record.get('id')!r}, not {b.id!r}")
-        ceiling, prior = _amount(record.get("ceiling_usd")), _amount(record.get("prior_spend_usd"))
-        if ceiling is None or prior is None:
-            raise self._fail(f"line {line} has an invalid ceiling or prior spend")
-        if ceiling != b.ceiling_usd or prior != b.prior_spend_usd:
-            raise LedgerError(
-                f"budget {b.id!r} is already recorded in {self.path} with ceiling "
-                f"{ceiling} USD and prior spend {prior} USD, but the config says "
-                f"{b.ceiling_usd} and {b.prior_spend_usd}: one budget has one ceiling; give "
-                "this experiment a budget id of its own or fix its config (nothing was sent).")
-
-    def spent(self) -> Decimal:
-        """What the budget's series count: each call's counted amount (its cost when known),
-        else its whole reservation."""
-        return self._total
-
-    def series_calls(self, series_uid: str) -> dict[str, Decimal | None]:
-        """Call id -> what the ledger counts for it, for every call series `series_uid`
-        reserved; None for a reservation with no outcome yet (counted at the reservation)."""
-        return {call: self._counted.get((uid, call)) for uid, call in self._reserved
-                if uid == series_uid}
-
-    @property
-    def records(self) -> int:
-        """How many records have been read and accepted, the budget's opening one included."""
-        return self._n + 1
+        self._check_moved()
 
     # Writing ---------------------------------------------------------------------------------
 
@@ -283,9 +439,10 @@ class Ledger:
         try:
             with self.locked():
                 if self._n == -1:
-                    self._append({"type": "budget", "id": self.budget.id,
-                                  "ceiling_usd": usd(self.budget.ceiling_usd),
-                                  "prior_spend_usd": usd(self.budget.prior_spend_usd)})
+                    self._append(self.genesis())
+        except LedgerError:
+            self.close()
+            raise
         except OSError as exc:  # a full disk, a file-size limit: nothing was counted yet
             if created:
                 # An empty or torn ledger of our own making: gone, so that the next run starts
@@ -330,12 +487,12 @@ class Ledger:
         data = b"\n" if self._needs_newline else b""
         n, prev = self._n + 1, self._last
         if self._needs_repair:
-            repair = json.dumps({"n": n, "prev": prev, "at": now(), "type": "repair",
-                                 "note": "the line above was torn by a crash"}).encode()
+            repair = record_text({"n": n, "prev": prev, "at": now(), "type": "repair",
+                                  "note": "the line above was torn by a crash"})
             data += repair + b"\n"
             n, prev = n + 1, _line_hash(repair)
         full = self._redactor.value({"n": n, "prev": prev, "at": now(), **record})
-        data += json.dumps(full, ensure_ascii=True).encode() + b"\n"
+        data += record_text(full) + b"\n"
         self._write(data)
         self.refresh()
 

@@ -1,0 +1,142 @@
+"""`fragbench ledger show|verify|move`: a budget's ledger read, audited and moved, in either store.
+
+The store is the one a run would use (`fragbench.ledger.ledger_for`: FRAGBENCH_LEDGER_URL's
+server, else the file store). Reading never writes. A ledger is read as a run reads it (chain,
+genesis, amounts, each call's reservation and outcome), except that one moved to a server is
+read rather than refused. Imports of the ledger stores (and psycopg) happen inside the
+commands, so `fragbench --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from fragbench.ledger import LedgerBase
+
+ledger_app = typer.Typer(help="Show, audit and move a budget's ledger (in either store).",
+                         no_args_is_help=True)
+
+BudgetArg = Annotated[str, typer.Argument(help="The budget id (the config's [budget] id).")]
+
+
+def _say(text: str) -> None:
+    from fragbench.cli import say
+
+    say(text)
+
+
+def _check_id(budget: str) -> None:
+    import re
+
+    from fragbench.errors import UsageError
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", budget):
+        raise UsageError(f"budget {budget!r} is not a budget id (up to 64 letters, digits, '.', "
+                         "'_' and '-', as in a config's [budget] id).")
+
+
+def _read(budget: str, kept: bool) -> tuple[LedgerBase, Exception | None]:
+    """The ledger as far as it reads, and the error that stopped the reading (or None)."""
+    from fragbench.ledger import LedgerError, ledger_for
+
+    _check_id(budget)
+
+    ledger = ledger_for(budget)
+    ledger.audit = True
+    ledger.kept = [] if kept else None
+    try:
+        ledger.load()
+    except LedgerError as exc:
+        if ledger.kept is None or "server cannot be used" in str(exc):
+            raise
+        return ledger, exc
+    if not ledger.exists() or ledger.records == 0:
+        raise LedgerError(f"ledger {ledger.where}: holds no record of budget {budget!r} (in "
+                          f"the store {ledger.store}; {ledger.store_help}).")
+    return ledger, None
+
+
+def _totals(ledger: LedgerBase) -> str:
+    from fragbench.budget import usd
+
+    ceiling, prior = ledger.ceiling or Decimal(0), ledger.prior or Decimal(0)
+    open_ = ledger.open_reservations()
+    held = sum(open_.values(), Decimal(0))
+    left = ceiling - prior - ledger.spent()
+    return (f"ceiling {usd(ceiling)} - prior {usd(prior)} - recorded series "
+            f"{usd(ledger.spent())} = balance {usd(left)} USD; {len(ledger.series)} series, "
+            f"{len(open_)} open reservations holding {usd(held)} USD")
+
+
+def _row(record: dict[str, Any]) -> str:
+    kind = str(record.get("type"))
+    if kind == "budget":
+        what = (f"budget {record.get('id')}: ceiling {record.get('ceiling_usd')} USD, prior "
+                f"spend {record.get('prior_spend_usd')} USD")
+    elif kind == "series":
+        what = (f"series {record.get('series')} ({record.get('series_uid')}) of "
+                f"{record.get('experiment')}, backend {record.get('backend')}")
+    elif kind in ("reserve", "outcome"):
+        amount = record.get("reserved_usd") if kind == "reserve" else record.get("counted_usd")
+        status = f" {record.get('status')}" if kind == "outcome" else ""
+        what = (f"{kind} {amount} USD{status}: call {record.get('call_id')} of series "
+                f"{record.get('series', record.get('series_uid'))}")
+    elif kind == "moved":
+        what = f"moved to {record.get('to')}"
+    else:
+        what = str(record.get("note", ""))
+    return f"{record.get('n', '?'):>6}  {record.get('at', '')!s:<32} {what}"
+
+
+@ledger_app.command()
+def show(budget: BudgetArg) -> None:
+    """Print the budget's records, its totals and the state of its chain. Exit 4 (one line
+    naming the first bad record) when the chain or a record is broken, after the records read
+    before it."""
+    ledger, error = _read(budget, kept=True)
+    _say(f"ledger {ledger.where}, in the store {ledger.store}")
+    for _raw, record in ledger.kept or []:
+        _say(_row(record))
+    if error is not None:
+        _say(f"chain BROKEN after record {ledger.records - 1}")
+        raise error
+    _say(_totals(ledger))
+    moved = f"; moved to {ledger.moved_to}: runs draw on it there" if ledger.moved_to else ""
+    _say(f"chain intact: {ledger.records} records, head sha256 {ledger.head}{moved}")
+
+
+@ledger_app.command()
+def verify(budget: BudgetArg) -> None:
+    """Audit the budget's ledger: the chain, the genesis record, every amount, each call's
+    reservation and outcome (and, on a server, the head it keeps). Exit 0 with one line, or
+    exit 4 with one line naming the first bad record."""
+    ledger, _ = _read(budget, kept=False)
+    _say(f"ledger {ledger.where}: verified, {ledger.records} records, chain intact (head "
+         f"sha256 {ledger.head}); {_totals(ledger)}")
+
+
+@ledger_app.command()
+def move(budget: BudgetArg,
+         to: Annotated[str, typer.Option(help="The server: postgresql://user:password@host:"
+                                              "port/database (never printed).")]) -> None:
+    """Move a file ledger (FRAGBENCH_LEDGER_DIR's, or the default folder's) into a PostgreSQL
+    server, its chain intact: every record copied with its exact text (every hash kept), the
+    copy verified before and after it commits; the file then ends with a `moved` record and
+    is refused by later runs. Refused when the server already holds the budget."""
+    from fragbench.ledger import LEDGER_ENV, Ledger, ledger_dir
+    from fragbench.ledger_pg import move as do_move
+
+    _check_id(budget)
+    if not to.strip():
+        from fragbench.errors import UsageError
+
+        raise UsageError("--to: give the server, postgresql://user:password@host:port/database.")
+    source = Ledger(ledger_dir() / f"{budget}.jsonl", budget)
+    moved = do_move(source, to.strip())
+    _say(f"ledger {source.where}: moved to {moved.where}, {moved.records} records, chain intact "
+         f"(head sha256 {moved.head}); set FRAGBENCH_LEDGER_URL to that server (and unset "
+         f"{LEDGER_ENV}) for every run drawing on budget {budget}.")
