@@ -73,7 +73,8 @@ from fragbench.journal import (
     read_journal,
     spent,
 )
-from fragbench.ledger import STORE_HELP, Ledger, ledger_path
+from fragbench.ledger import LedgerBase as Ledger
+from fragbench.ledger import ledger_for
 from fragbench.plan import PlannedCall, call_reservation, plan_path, verify
 from fragbench.plugins import registry
 from fragbench.redact import Redactor, secrets_in_env
@@ -328,7 +329,7 @@ def run(
     redactor = Redactor(secrets)
     ledger = None
     if budget is not None:
-        ledger = Ledger(ledger_path(budget.id), budget).load()
+        ledger = ledger_for(budget).load()  # the file store, or FRAGBENCH_LEDGER_URL's server
         # Checked again under the ledger's lock before every call; this one refuses early.
         available = balance(budget, ledger.spent())
         if total > available:
@@ -350,10 +351,10 @@ def run(
         if hasattr(session, "max_body_bytes"):
             session.max_body_bytes = experiment.max_response_bytes  # frozen in the plan
         if ledger is not None:
-            if not ledger.path.exists():
-                notice(f"budget {ledger.budget.id} has no ledger in the store {ledger.path.parent} "
+            if not ledger.exists():
+                notice(f"budget {ledger.budget_id} has no ledger in the store {ledger.store} "
                     f"yet: starting one there. Runs drawing on this budget from another store "
-                    f"or machine are not counted here; {STORE_HELP}")
+                    f"or machine are not counted here; {ledger.store_help}")
             ledger.open(redactor)
         if interruption.requested:
             raise Interrupted(f"{interruption.name} received before series {series!r} began: "
@@ -452,7 +453,7 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
                 records = ledger.records
             say(f"billed run: backend {backend} ({label}) at {endpoint}{route}; budget "
                 f"{budget.id}: balance {usd(left)} USD of ceiling {usd(budget.ceiling_usd)} "
-                f"(ledger {ledger.path}, {records} records, in the store {ledger.path.parent}); "
+                f"(ledger {ledger.where}, {records} records, in the store {ledger.store}); "
                 f"the {len(calls)} planned calls reserve {usd(total)} USD")
         else:
             say(f"collecting {len(calls)} calls with backend {backend} ({label}, "
