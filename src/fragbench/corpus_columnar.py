@@ -36,16 +36,23 @@ SENTENCE_COLUMNS = ("case", "lang", "fact_id", "text")
 CASE_COLUMNS = ("case", "lang", "license", "source", "question", "conditions", "variants")
 OPTIONAL_CASE_COLUMNS = ("groups",)
 GROUP_KEY = re.compile(r"[a-z][a-z0-9_]*")
-RESERVED_GROUP_KEYS = frozenset({
-    "case", "lang", "variant", "mode", "rep", "seq", "call_id", "status", "chunk_size",
-    "top_k", "chunk", "fact_id", "fact_ids", "whole_fact_ids", "cut_fact_ids", "text",
-    "score", "rank", "selected", "tied", "start", "end", "position", "is_condition",
-    "question", "source", "license", "conditions", "variants", "groups", "main_setting",
-    "supplied_ids", "n_terms", "matched_terms",
-})
-"""Group keys become columns beside the core's (the series' `cases.parquet` is joined on
-`case` to its other tables), so none may be a core column's name. tests/test_corpus_columnar.py
-checks that every documented table column is here."""
+CORE_COLUMNS = frozenset({"case", "lang", "variant", "mode", "rep", "seq", "call_id",
+                          "fact_id", "position", "question", "source", "license", "conditions",
+                          "variants", "groups", "is_condition"})
+"""Column names of the corpus's own tables; `reserved_group_keys` adds every column of the
+core's series tables."""
+
+
+def reserved_group_keys() -> frozenset[str]:
+    """Names no group key may take. Group keys become columns beside the core's (the series'
+    `cases.parquet` is joined on `case` to its other tables), so none may be the name of a
+    column of any table the core documents (`fragbench.schemas.TYPES`, imported here only when
+    a corpus has groups: it loads the built-in measures)."""
+    from fragbench.schemas import TYPES
+
+    return CORE_COLUMNS | {column for table in TYPES.values() for column in table}
+
+
 STRINGS = pl.String
 IDS = pl.List(pl.String)
 
@@ -257,11 +264,12 @@ def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
     _check_strings(sentences_path, sentences, list(SENTENCE_COLUMNS))
     _check_strings(cases_path, cases, ["case", "lang", "license", "source", "question"])
 
-    row = _first(sentences, pl.len().over("case", "lang", "fact_id") > 1)
+    again = pl.int_range(pl.len())  # 0 for a key's first row: the repeat is named, not it
+    row = _first(sentences, again.over("case", "lang", "fact_id") > 0)
     if row is not None:
         raise _fail(sentences_path, f"row {row['_row']}: fact {_shown(row['fact_id'])} of case "
                     f"{_shown(row['case'])} [{row['lang']}] is repeated")
-    row = _first(cases, pl.len().over("case", "lang") > 1)
+    row = _first(cases, again.over("case", "lang") > 0)
     if row is not None:
         raise _fail(cases_path, f"row {row['_row']}: case {_shown(row['case'])} [{row['lang']}] "
                     "has two rows (one row per case and language)")
@@ -275,14 +283,6 @@ def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
     if row is not None:
         raise _fail(cases_path, f"row {row['_row']}: case {_shown(row['case'])} [{row['lang']}] "
                     f"has no sentence in {sentences_path.name}")
-
-    # The case's own values are the same in each of its languages.
-    shared = [c for c in ("license", "conditions", "variants", "groups") if c in cases.columns]
-    for column in shared:
-        row = _first(cases, pl.col(column).n_unique().over("case") > 1)
-        if row is not None:
-            raise _fail(cases_path, f"row {row['_row']}: {column} of case {_shown(row['case'])} "
-                        f"differs from its other language's ({_shown(row[column])})")
 
     # Every language of a case has the same fact IDs: the first language's.
     langs = cases.select("case", "lang", "_row").with_columns(
@@ -338,14 +338,30 @@ def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
     groups = one.select("case")
     if "groups" in cases.columns:
         keys = [f.name for f in cases.schema["groups"].fields]
+        reserved = reserved_group_keys()
         for key in keys:
-            if not GROUP_KEY.fullmatch(key) or key in RESERVED_GROUP_KEYS:
+            if not GROUP_KEY.fullmatch(key) or key in reserved:
                 raise _fail(cases_path, f"group key {_shown(key)} must match [a-z][a-z0-9_]* "
                             "and not be a column name of the core's tables")
         groups = one.select("_row", "case", *(pl.col("groups").struct.field(k) for k in keys))
         _check_strings(cases_path, groups.rename({k: f"groups.{k}" for k in keys}),
                        [f"groups.{k}" for k in keys])
         groups = groups.drop("_row")
+
+    # The case's own values are the same in each of its languages: a row that differs from
+    # its case's first row is named.
+    shared = [c for c in ("license", "conditions", "variants", "groups") if c in cases.columns]
+    firsts = one.select("case", *(pl.col(c).alias(f"_first_{c}") for c in shared))
+    by_case = cases.join(firsts, on="case", maintain_order="left")
+    for column in shared:
+        row = _first(by_case, pl.col(column).n_unique().over("case") > 1)
+        if row is not None:
+            row = _first(by_case.filter(pl.col("case") == row["case"]),
+                         pl.col(column) != pl.col(f"_first_{column}"))
+            assert row is not None
+            raise _fail(cases_path, f"row {row['_row']}: {column} of case {_shown(row['case'])} "
+                        f"[{row['lang']}] ({_shown(row[column])}) differs from its first "
+                        "language's")
 
     is_condition = conditions.select("case", "fact_id", pl.lit(True).alias("is_condition"))
     facts = (facts.join(is_condition, on=["case", "fact_id"], how="left", maintain_order="left")

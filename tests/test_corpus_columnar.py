@@ -1,0 +1,268 @@
+"""Columnar corpus folders (docs/corpus.md): the same cases as TOML give the same frames and
+retrieval; every malformed table is refused in one line naming the file, the row and the value,
+before anything is written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import ROOT, error_lines, run_cli
+
+from fragbench.builtin.chunkers import SentenceGroups
+from fragbench.builtin.scorers import SqrtLexical
+from fragbench.corpus import (
+    Case,
+    facts_frame,
+    load_corpus,
+    questions_frame,
+    sentences_frame,
+)
+from fragbench.corpus_columnar import reserved_group_keys
+from fragbench.errors import EXIT_REFUSED, CorpusError
+from fragbench.retrieval import retrieve
+from fragbench.schemas import TYPES
+
+TOML_CORPUS = ROOT / "corpus" / "0.2"
+
+
+def columnar(cases: list[Case], groups: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The cases as the two columnar tables (each language a row, as the format says)."""
+    case_rows, sentence_rows = [], []
+    for n, case in enumerate(cases):
+        for lang, passage in case.langs.items():
+            row = {"case": case.id, "lang": lang, "license": case.license,
+                   "source": passage.source, "question": passage.question,
+                   "conditions": list(case.conditions),
+                   "variants": {k: list(v) for k, v in case.variants.items()}}
+            if groups:
+                row["groups"] = {"topic": case.id, "size": "small" if n else "large"}
+            case_rows.append(row)
+            sentence_rows += [{"case": case.id, "lang": lang, "fact_id": f, "text": t}
+                              for f, t in passage.facts.items()]
+    return pl.DataFrame(case_rows), pl.DataFrame(sentence_rows)
+
+
+def write(folder: Path, cases: pl.DataFrame, sentences: pl.DataFrame,
+          fmt: str = "parquet") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for frame, name in ((cases, "cases"), (sentences, "sentences")):
+        if fmt == "parquet":
+            frame.write_parquet(folder / f"{name}.parquet")
+        else:
+            frame.write_ndjson(folder / f"{name}.jsonl")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def toml_cases() -> list[Case]:
+    return load_corpus([TOML_CORPUS])
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_same_cases_give_the_same_frames_and_retrieval(toml_cases: list[Case], tmp_path: Path,
+                                                       fmt: str) -> None:
+    folder = write(tmp_path / "c", *columnar(toml_cases), fmt=fmt)
+    loaded = load_corpus([folder])
+    assert [c.id for c in loaded] == [c.id for c in toml_cases]
+    for a, b in zip(loaded, toml_cases, strict=True):
+        assert (a.conditions, a.variants, a.langs, a.license) == \
+            (b.conditions, b.variants, b.langs, b.license)
+        assert a.frames is not None and b.frames is None
+    assert loaded[0].groups == {"topic": "delay", "size": "large"}
+    for frame in (sentences_frame, facts_frame, questions_frame):
+        for langs in (None, ["fr"]):
+            assert frame(loaded, langs).equals(frame(toml_cases, langs)), frame.__name__
+    # A subset, in another order, mixed with TOML cases: still one row set, in that order.
+    mixed = [loaded[2], toml_cases[0], loaded[1]]
+    expected = [toml_cases[2], toml_cases[0], toml_cases[1]]
+    assert sentences_frame(mixed).equals(sentences_frame(expected))
+    settings = [(2, 1), (2, 2), (3, 1), (3, 2)]
+    assert retrieve(loaded, SentenceGroups(), SqrtLexical(), settings).equals(
+        retrieve(toml_cases, SentenceGroups(), SqrtLexical(), settings))
+
+
+def test_case_ids_are_unique_across_folders_and_files(toml_cases: list[Case],
+                                                      tmp_path: Path) -> None:
+    folder = write(tmp_path / "c", *columnar(toml_cases[:1]))
+    with pytest.raises(CorpusError, match="case id 'delay' is also used by"):
+        load_corpus([folder, TOML_CORPUS])
+
+
+def test_reserved_group_keys_cover_every_table_column() -> None:
+    columns = {c for table in TYPES.values() for c in table}
+    assert columns <= reserved_group_keys(), sorted(columns - reserved_group_keys())
+    assert {"answer", "n_conditions", "question"} <= reserved_group_keys()
+
+
+Mutation = Callable[[pl.DataFrame, pl.DataFrame], tuple[pl.DataFrame, pl.DataFrame]]
+
+
+def _set(frame: pl.DataFrame, row: int, column: str, value: object) -> pl.DataFrame:
+    rows = frame.to_dicts()
+    rows[row][column] = value
+    return pl.DataFrame(rows, schema=frame.schema)
+
+
+def _variant(row: dict, name: str, order: list[str]) -> dict:
+    return {**row, "variants": {**row["variants"], name: order}}
+
+
+def _first_case(cases: pl.DataFrame, change: Callable[[dict], dict]) -> pl.DataFrame:
+    rows = cases.to_dicts()
+    rows[0] = change(rows[0])
+    return pl.DataFrame(rows, schema=cases.schema)
+
+
+MUTATIONS: dict[str, tuple[Mutation, str, str]] = {
+    "case row twice": (lambda c, s: (pl.concat([c, c.head(1)]), s), "cases",
+                       "row 7: case \"delay\" [en] has two rows"),
+    "fact twice": (lambda c, s: (c, pl.concat([s, s.head(1)])), "sentences",
+                   "row 37: fact \"F1\" of case \"delay\" [en] is repeated"),
+    "condition no fact": (
+        lambda c, s: (c.with_columns(pl.col("conditions").list.concat(pl.lit(["F9"]))), s),
+        "cases", "row 1: conditions names \"F9\", which is no fact of case \"delay\""),
+    "condition twice": (
+        lambda c, s: (c.with_columns(pl.col("conditions").list.concat(pl.lit(["F2"]))), s),
+        "cases", "row 1: conditions repeats \"F2\""),
+    "no condition": (
+        lambda c, s: (c.with_columns(pl.lit([], pl.List(pl.String)).alias("conditions")), s),
+        "cases", "row 1: conditions is empty"),
+    "variant not a permutation": (
+        lambda c, s: (_first_case(c, lambda r: _variant(r, "A", r["variants"]["A"][:-1])), s),
+        "cases", "row 1: variant A of case \"delay\" is not a permutation"),
+    "variant repeats": (
+        lambda c, s: (_first_case(c, lambda r: _variant(
+            r, "B", r["variants"]["B"][:-1] + r["variants"]["B"][:1])), s),
+        "cases", "row 1: variant B repeats \"F3\""),
+    "variant names a stranger": (
+        lambda c, s: (_first_case(c, lambda r: _variant(
+            r, "B", [*r["variants"]["B"][:-1], "F9"])), s),
+        "cases", "row 1: variant B of case \"delay\" is not a permutation"),
+    "empty text": (lambda c, s: (c, _set(s, 3, "text", "   ")), "sentences",
+                   "row 4: text is empty (\"   \")"),
+    "null question": (lambda c, s: (_set(c, 2, "question", None), s), "cases",
+                      "row 3: question is missing (null)"),
+    "text not strings": (lambda c, s: (c, s.with_columns(pl.lit(1).alias("text"))),
+                         "sentences", "column text holds Int32, not strings"),
+    "unknown column": (lambda c, s: (c.with_columns(pl.lit("x").alias("licence")), s), "cases",
+                       "has the unknown column 'licence'"),
+    "missing column": (lambda c, s: (c.drop("source"), s), "cases",
+                       "lacks the column(s) source"),
+    "sentences of no case": (
+        lambda c, s: (c.filter(pl.col("case") != "hosting"), s), "sentences",
+        "row 13: case \"hosting\" [en] has no row in cases.parquet"),
+    "case with no sentence": (
+        lambda c, s: (c, s.filter((pl.col("case") != "delay") | (pl.col("lang") != "fr"))),
+        "cases", "row 2: case \"delay\" [fr] has no sentence in sentences.parquet"),
+    "fact in one language only": (
+        lambda c, s: (c, _set(s, 7, "fact_id", "F7")), "sentences",
+        "row 8: case \"delay\" [fr] has the fact \"F7\" that its first language lacks"),
+    "fact missing in one language": (
+        lambda c, s: (c, s.filter(~((pl.col("case") == "price") & (pl.col("lang") == "fr")
+                                    & (pl.col("fact_id") == "F6")))),
+        "cases", "row 6: case \"price\" [fr] lacks facts that its other languages have"),
+    "conditions differ by language": (
+        lambda c, s: (_set(c, 1, "conditions", ["F2"]), s), "cases",
+        "row 2: conditions of case \"delay\" [fr] ([\"F2\"]) differs from its first "
+        "language's"),
+    "group key reserved": (
+        lambda c, s: (c.with_columns(pl.col("groups").struct.rename_fields(["lang", "size"])),
+                      s), "cases", "group key \"lang\" must match"),
+    "group key a series column": (
+        lambda c, s: (c.with_columns(pl.col("groups").struct.rename_fields(["answer", "size"])),
+                      s), "cases", "group key \"answer\" must match"),
+    "group key not lowercase": (
+        lambda c, s: (c.with_columns(pl.col("groups").struct.rename_fields(["Topic", "size"])),
+                      s), "cases", "group key \"Topic\" must match"),
+    "group value empty": (
+        lambda c, s: (_first_case(c, lambda r: {**r, "groups": {**r["groups"], "size": ""}}), s),
+        "cases", "row 1: groups.size is empty"),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_malformed_tables_are_refused_in_one_line(toml_cases: list[Case], tmp_path: Path,
+                                                  name: str) -> None:
+    mutate, file, said = MUTATIONS[name]
+    folder = write(tmp_path / "c", *mutate(*columnar(toml_cases)))
+    with pytest.raises(CorpusError) as caught:
+        load_corpus([folder])
+    message = str(caught.value)
+    assert message.startswith(f"{folder / file}.parquet: "), message
+    assert said in message, message
+    assert "\n" not in message
+
+
+def test_the_cli_refuses_a_malformed_folder_writing_nothing(toml_cases: list[Case],
+                                                            tmp_path: Path) -> None:
+    cases, sentences = columnar(toml_cases)
+    folder = write(tmp_path / "c", cases, _set(sentences, 3, "text", ""))
+    out = tmp_path / "r.parquet"
+    ran = run_cli("retrieve", str(folder), "--out", str(out))
+    assert ran.returncode == EXIT_REFUSED
+    lines = error_lines(ran.stderr)
+    assert len(lines) == 1 and "sentences.parquet: row 4: text is empty" in lines[0], lines
+    assert not out.exists()
+
+
+def _jsonl_lines(folder: Path, name: str) -> list[dict]:
+    return [json.loads(line) for line in (folder / name).read_text().splitlines()]
+
+
+def _rewrite(folder: Path, name: str, rows: list[object]) -> None:
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda rows: rows.__setitem__(2, {**rows[2], "question": 3}),
+     "cases.jsonl: row 3: question is 3, not a string"),
+    (lambda rows: rows.__setitem__(0, {**rows[0], "conditions": ["F2", 5]}),
+     "cases.jsonl: row 1: conditions is [\"F2\", 5], not a list of strings"),
+    (lambda rows: rows.__setitem__(0, {**rows[0], "groups": {"topic": True, "size": "s"}}),
+     "cases.jsonl: row 1: groups is"),
+    (lambda rows: rows.__setitem__(1, [1, 2]), "cases.jsonl: row 2 is [1, 2], not a JSON object"),
+    (lambda rows: rows.__setitem__(1, {k: v for k, v in rows[1].items() if k != "license"}),
+     "cases.jsonl: row 2 lacks license"),
+])
+def test_jsonl_types_are_strict(toml_cases: list[Case], tmp_path: Path,
+                                change: Callable[[list], None], said: str) -> None:
+    folder = write(tmp_path / "c", *columnar(toml_cases), fmt="jsonl")
+    rows: list = _jsonl_lines(folder, "cases.jsonl")
+    change(rows)
+    _rewrite(folder, "cases.jsonl", rows)
+    with pytest.raises(CorpusError, match="^" + str(folder).replace("\\", "\\\\")) as caught:
+        load_corpus([folder])
+    assert said in str(caught.value), caught.value
+
+
+def test_jsonl_lines_that_are_not_json_are_named(toml_cases: list[Case],
+                                                 tmp_path: Path) -> None:
+    folder = write(tmp_path / "c", *columnar(toml_cases), fmt="jsonl")
+    text = (folder / "sentences.jsonl").read_text().splitlines()
+    text[4] = text[4][:-1]
+    (folder / "sentences.jsonl").write_text("\n".join(text) + "\n")
+    with pytest.raises(CorpusError, match=r"sentences.jsonl: line 5 is not one JSON value"):
+        load_corpus([folder])
+    text[4] = "[" * 100_000
+    (folder / "sentences.jsonl").write_text("\n".join(text) + "\n")
+    with pytest.raises(CorpusError, match=r"sentences.jsonl: line 5 is not one JSON value"):
+        load_corpus([folder])
+
+
+def test_a_folder_holds_one_whole_format(toml_cases: list[Case], tmp_path: Path) -> None:
+    folder = write(tmp_path / "c", *columnar(toml_cases))
+    write(folder, *columnar(toml_cases), fmt="jsonl")
+    with pytest.raises(CorpusError, match=r"holds both cases.parquet"):
+        load_corpus([folder])
+    half = write(tmp_path / "h", *columnar(toml_cases))
+    (half / "sentences.parquet").unlink()
+    with pytest.raises(CorpusError, match=r"lacks sentences.parquet"):
+        load_corpus([half])
+    damaged = write(tmp_path / "d", *columnar(toml_cases))
+    (damaged / "cases.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(CorpusError, match=r"cases.parquet: is not a readable Parquet file"):
+        load_corpus([damaged])
