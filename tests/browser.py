@@ -95,12 +95,17 @@ class Opened:
         """Every way the page went anywhere but itself: requests, a frame (main or not) that
         navigated to or now shows another URL, a window opened, a dialog shown."""
         frames = [f.url for f in self.page.frames]
+
+        def away(u: str) -> bool:
+            # The page's own URL with another fragment is the page itself: report.html keeps
+            # its filter state there (#?case=…).
+            return u.split("#", 1)[0] != self.url
         return ([f"request {u}" for u in self.network()]
-                + [f"navigation {u}" for u in self.navigations if u != self.url]
-                + [f"frame {u}" for u in frames if u != self.url]
+                + [f"navigation {u}" for u in self.navigations if away(u)]
+                + [f"frame {u}" for u in frames if away(u)]
                 + [f"window {u}" for u in self.popups]
                 + [f"dialog {d}" for d in self.dialogs]
-                + ([f"page url {self.page.url}"] if self.page.url != self.url else []))
+                + ([f"page url {self.page.url}"] if away(self.page.url) else []))
 
 
 @contextmanager

@@ -180,19 +180,24 @@ def page_js_source() -> str:
 
 
 class _Scripts(HTMLParser):
-    """Every <script> element's text, and every Content-Security-Policy a <meta> sets."""
+    """Every <script> element's text (`scripts`; a `type="application/json"` one, data that
+    never runs, in `islands`), and every Content-Security-Policy a <meta> sets."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.scripts: list[str] = []
+        self.islands: list[str] = []
         self.policies: list[str] = []
-        self._in_script = False
+        self._in_script = self._island = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         given = {k: v or "" for k, v in attrs}
-        if tag == "script":
+        if tag == "script" and given.get("type") == "application/json":
+            self.islands.append("")  # data, never run: report.html's calls
+            self._in_script = self._island = True
+        elif tag == "script":
             self.scripts.append("")
-            self._in_script = True
+            self._in_script, self._island = True, False
         elif tag == "meta" and given.get("http-equiv", "").lower() == \
                 "content-security-policy":
             self.policies.append(given.get("content", ""))
@@ -203,11 +208,23 @@ class _Scripts(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if self._in_script:
-            self.scripts[-1] += data
+            if self._island:
+                self.islands[-1] += data
+            else:
+                self.scripts[-1] += data
+
+
+def islands(page: str) -> list[str]:
+    """The text of the page's `<script type="application/json">` elements (data, not run)."""
+    parser = _Scripts()
+    parser.feed(page)
+    parser.close()
+    return parser.islands
 
 
 def scripts_and_policy(page: str) -> tuple[list[str], dict[str, str]]:
-    """The page's script elements (their text) and its one policy, directive -> sources."""
+    """The page's script elements that run (their text; a JSON data element is not one) and
+    its one policy, directive -> sources."""
     parser = _Scripts()
     parser.feed(page)
     parser.close()

@@ -37,6 +37,7 @@ from conftest import CANARY_KEY, run_cli
 from hostile_pages import ELSEWHERE, MARKERS, hostile_series, key_forms, markup, scripts
 from markupsafe import Markup
 
+from fragbench import report_html
 from fragbench.redact import Redactor
 from fragbench.report_html import page_script, render
 from fragbench.testing.loopback import Server, http_error, ok
@@ -91,7 +92,8 @@ DOM_JS = """() => {
   const own = ['charset', 'Content-Security-Policy', 'viewport', 'color-scheme', 'generator'];
   return {
     marks: [document.documentElement.dataset.pwned ?? null, window.__pwned ?? null],
-    scripts: [...document.scripts].map(s => s.text),
+    scripts: [...document.scripts].filter(s => s.type !== 'application/json').map(s => s.text),
+    islands: [...document.scripts].filter(s => s.type === 'application/json').map(s => s.id),
     handlers: all.flatMap(e => [...e.attributes].filter(a => a.name.startsWith('on'))
       .map(a => e.tagName + ' ' + a.name)),
     links: all.flatMap(e => ['src', 'href', 'action', 'formaction', 'srcset', 'data', 'poster']
@@ -167,6 +169,7 @@ def test_hostile_answers_run_nothing_go_nowhere_and_read_as_text(
         assert opened.elsewhere() == []
         assert dom["marks"] == [None, None]
         assert dom["scripts"] == [page_script().source]
+        assert dom["islands"] == (["fragbench-calls"] if which == "report" else [])
         assert dom["filtersShown"]  # the page's own script ran
         assert dom["handlers"] == [] and dom["links"] == [] and dom["foreign"] == []
         assert dom["metas"] == [] and dom["styles"] == 1 and dom["styled"] == []
@@ -183,6 +186,62 @@ def test_hostile_answers_run_nothing_go_nowhere_and_read_as_text(
         model = text_of(page, "dl.run dd[data-field=model]") or ""
         assert redact(hostile.calls["model"][-1]) in model
         assert all(m in model for m in ("<script>", "onerror=", "javascript:"))
+        assert opened.elsewhere() == []
+
+
+def values_read_as_text(page: Any, hostile: Hostile, redact: Any) -> int:
+    """Every hostile value of the calls drawn now is the stored value, redacted, as text;
+    how many of them hold markup."""
+    drawn = set(page.evaluate("() => [...document.querySelectorAll('article.call')]"
+                              ".map(a => a.dataset.callId)"))
+    held = 0
+    for what, selector, stored in shown_values(hostile, "report"):
+        if stored is None or selector.split('"')[1] not in drawn:
+            continue
+        assert text_of(page, selector) == redact(stored), f"{what} ({selector})"
+        held += any(m in stored for m in MARKERS)
+    return held
+
+
+def test_hostile_values_in_search_results_and_redrawn_pages_read_as_text(
+        chromium: Any, hostile: Hostile, redact: Any) -> None:
+    """report.html draws its calls from data: the rows a search finds, the rows of a page
+    drawn again, and a search whose own words are markup (typed, or in the URL a reload
+    reads) all put the values in as text. Nothing runs, nothing leaves the page."""
+    first = hostile.calls.row(0, named=True)
+    with open_page(chromium, hostile.report) as opened:
+        page = opened.page
+        settled(opened)
+        page.fill("#filter-search", "<script>")  # markup in the answers: found, as text
+        page.wait_for_function("() => location.hash.includes('q=')")
+        found = page.evaluate("() => [...document.querySelectorAll('article.call')]"
+                              ".map(a => a.dataset.callId)")
+        assert first["call_id"] in found and 0 < len(found) <= HOSTILE_CALLS
+        assert values_read_as_text(page, hostile, redact) >= 3
+        page.fill("#filter-search", "")
+        page.wait_for_function("() => !location.hash.includes('q=')")
+        page.select_option("#page-size", "25")
+        page.click("nav.pager >> nth=0 >> button.next")
+        every = pl.read_parquet(hostile.report.parent / "calls.parquet").sort("seq")
+        assert page.locator("article.call").first.get_attribute("data-call-id") == \
+            every["call_id"][25]  # page 2 of 25 starts at the 26th call
+        assert page.locator("output.page").first.text_content() == "2"
+        page.click("nav.pager >> nth=0 >> button.prev")  # page 1 drawn again
+        assert values_read_as_text(page, hostile, redact) >= 3
+        dom = settled(opened)
+        assert dom["marks"] == [None, None] and dom["handlers"] == [] and dom["links"] == []
+        assert dom["foreign"] == [] and dom["styled"] == []
+        assert opened.elsewhere() == []
+        # A search of markup, from the URL: the words go back into the box, as text.
+        words = markup("search")
+        page.evaluate("q => { location.hash = '#?' + new URLSearchParams({q}).toString(); }",
+                      words)
+        page.reload()
+        assert page.input_value("#filter-search") == words
+        assert page.locator("article.call").count() == 0  # no answer holds these words
+        dom = settled(opened)
+        assert dom["marks"] == [None, None] and dom["handlers"] == [] and dom["links"] == []
+        assert dom["foreign"] == [] and dom["metas"] == [] and dom["styles"] == 1
         assert opened.elsewhere() == []
 
 
@@ -205,7 +264,8 @@ def test_a_script_past_escaping_still_cannot_run(chromium: Any, experiment: Path
     onload handler) is rendered with Jinja2's escape switched off (as if it had failed), so
     that its markup lands in the page as it is, before the page's own script; none of it
     runs: the page's own script does, and Chromium says it refused the others."""
-    server.script[0] = ok(text=json.dumps({"answer": scripts("answer"), "citations": []}))
+    answer = "</script>" + scripts("answer")  # ends the calls' data element, unescaped
+    server.script[0] = ok(text=json.dumps({"answer": answer, "citations": []}))
     server.script[1] = http_error(500)
     out = experiment.parent.parent / "outputs"
     ran = run_cli("run", str(experiment), "--series", "past-escaping", "--backend", "openai",
@@ -215,13 +275,17 @@ def test_a_script_past_escaping_still_cannot_run(chromium: Any, experiment: Path
     # The compiled templates take `escape` from jinja2.runtime when they are loaded (each
     # render loads them afresh): a pass-through here is escaping that failed.
     monkeypatch.setattr(jinja2.runtime, "escape", lambda value: Markup(str(value)))
+    # The calls are data in a script element, escaped by _island: that escaping fails too.
+    monkeypatch.setattr(report_html, "_island", lambda data: json.dumps(data))
     page = tmp_path / "report.html"
     page.write_text(render(out / "protocol-1.0" / "past-escaping"), encoding="utf-8")
-    assert scripts("answer") in page.read_text(encoding="utf-8")  # the first wall is down
+    assert answer in page.read_text(encoding="utf-8")  # the first wall is down
     with open_page(chromium, page) as opened:
         dom = settled(opened)
         assert dom["marks"] == [None, None]
-        assert dom["filtersShown"]  # the page's own script still runs
+        # the page's own script still runs: it says the broken data cannot be read
+        assert opened.page.evaluate("() => document.getElementById('call-list')"
+                                    ".dataset.error") == "unreadable"
         assert len(dom["scripts"]) >= 2 and dom["scripts"][-1] == page_script().source
         assert len(dom["handlers"]) >= 2  # they are there: the policy stopped them
         refused = [line for line in opened.console if "Content Security Policy" in line]

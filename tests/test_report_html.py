@@ -26,6 +26,7 @@ from hostile_pages import (
     PAGE_JS,
     cut_prefix,
     hostile_series,
+    islands,
     key_forms,
     page_js_source,
     scripts_and_policy,
@@ -156,31 +157,33 @@ def check_page(series_dir: Path) -> Node:
     mains = [th for th in table.all("th") if "main" in th.classes]
     assert len(mains) == 1 and "(main)" in mains[0].text()
 
-    # One article per planned call, in plan order.
-    articles = doc.all("article", "call")
-    assert [a.attrs["data-call-id"] for a in articles] == calls["call_id"].to_list()
+    # Every planned call in the page's data, in plan order (the script draws them).
+    data = island(page)
+    assert [c["id"] for c in data["calls"]] == calls["call_id"].to_list()
+    assert doc.one("div", "call-list").children == []  # nothing drawn without the script
+    assert f"The {calls.height} calls are drawn by the page's own script" in page
     by_call: dict[str, list[dict[str, Any]]] = {}
     for cite in citations.sort("call_id", "citation").to_dicts():
         by_call.setdefault(cite["call_id"], []).append(cite)
-    for article, row in zip(articles, calls.to_dicts(), strict=True):
-        check_call(article, row, by_call.get(row["call_id"], []))
+    for call, row in zip(data["calls"], calls.to_dicts(), strict=True):
+        check_call(data, call, row, by_call.get(row["call_id"], []))
 
-    # Filters: the five selects, each with "all" and the values the data holds.
+    # Filters: the five selects, each with "all" and the values the data holds, and search.
     form = doc.one("form", "filters")
     assert "hidden" in form.attrs  # inert without JavaScript: the script shows it
     for key, column in (("case", "case"), ("lang", "lang"), ("variant", "variant"),
                         ("mode", "mode")):
         select = next(s for s in form.all("select") if s.attrs["name"] == f"filter-{key}")
         assert select.attrs["id"] == f"filter-{key}"
-        assert (select.attrs["data-attribute"], select.attrs["data-match"]) == (
-            f"data-{key}", "exact")  # what the script compares
+        assert (select.attrs["data-field"], select.attrs["data-match"],
+                select.attrs["data-state"]) == (column, "exact", key)  # what the script reads
         values = [o.attrs["value"] for o in select.all("option")]
         assert values[0] == "" and sorted(values[1:]) == sorted(calls[column].unique().to_list())
     reason = next(s for s in form.all("select") if s.attrs["name"] == "filter-reason")
     occurring = set(citations["reason"].to_list())
     assert {o.attrs["value"] for o in reason.all("option")} == {"", *occurring}
-    assert (reason.attrs["data-attribute"], reason.attrs["data-match"]) == (
-        "data-reasons", "word")
+    assert (reason.attrs["data-field"], reason.attrs["data-match"]) == ("reasons", "word")
+    assert form.one("input").attrs["type"] == "search"
     assert form.one("output", "shown").text() == str(calls.height)
 
     # The legend lists the reasons that occur, and only those.
@@ -192,43 +195,63 @@ def check_page(series_dir: Path) -> Node:
     return doc
 
 
-def check_call(article: Node, row: dict[str, Any], cites: list[dict[str, Any]]) -> None:
-    attrs = article.attrs
-    assert attrs["id"] == f"call-{row['call_id']}"
-    for key in ("case", "lang", "variant", "mode", "rep", "status"):
-        assert attrs[f"data-{key}"] == str(row[key]), (row["call_id"], key)
-    assert attrs["data-reasons"].split() == [c["reason"] for c in cites]
+def island(page: str) -> dict[str, Any]:
+    """The page's one data element (report.html's calls), parsed as the script parses it."""
+    [text] = islands(page)
+    assert "<" not in text and "\u2028" not in text and "\u2029" not in text
+    data: dict[str, Any] = json.loads(text)
+    return data
 
-    fragments = article.all("li", "fragment")
-    assert [(f.attrs["data-fact-id"], f.text()) for f in fragments] == list(
+
+def utf16_slice(text: str, start: int, length: int) -> str:
+    """`text.slice(start, start + length)` as JavaScript counts (UTF-16 code units)."""
+    units = text.encode("utf-16-le")
+    return units[2 * start:2 * (start + length)].decode("utf-16-le")
+
+
+def fragments_of(data: dict[str, Any], call: dict[str, Any]) -> list[dict[str, Any]]:
+    """A call's fragments as the script draws them: fact ID, text, and the pieces cut for
+    highlighting as (start in the text, piece text, citation numbers)."""
+    found = []
+    for entry in call["frags"]:
+        text = data["texts"][entry[1]]
+        pieces, at = [], 0
+        for size, numbers in (entry[2] if len(entry) > 2 else [[len(text.encode(
+                "utf-16-le")) // 2, []]]):
+            piece = size if isinstance(size, str) else utf16_slice(text, at, size)
+            pieces.append((len("".join(p[1] for p in pieces)), piece, numbers))
+            at += 0 if isinstance(size, str) else size
+        assert "".join(p[1] for p in pieces) == text
+        found.append({"id": entry[0], "text": text, "pieces": pieces})
+    return found
+
+
+def check_call(data: dict[str, Any], call: dict[str, Any], row: dict[str, Any],
+               cites: list[dict[str, Any]]) -> None:
+    for key in ("case", "lang", "variant", "mode", "rep", "status"):
+        assert call[key] == row[key], (row["call_id"], key)
+    assert [c[3] for c in call["cites"]] == [c["reason"] for c in cites]
+
+    fragments = fragments_of(data, call)
+    assert [(f["id"], f["text"]) for f in fragments] == list(
         zip(row["supplied_ids"], row["supplied_texts"], strict=True))
     if row["status"] == "not_sent":
-        assert "never sent" in article.text() and "no parsed answer" not in article.text()
-        assert article.all("mark") == [] and article.all("li", "citation") == []
-        assert article.all("details", "raw") == []
+        assert call["words"] == "never sent" and call["cites"] == []
+        assert all(len(entry) == 2 for entry in call["frags"])  # nothing highlighted
+        assert "raw_response" not in call
         return
-    assert "never sent" not in article.text()
 
-    items = article.all("li", "citation")
-    assert [(int(li.attrs["data-citation"]), li.attrs["data-cited-id"], li.attrs["data-reason"],
-             li.attrs["data-reason-folded"]) for li in items] == [
-        (c["citation"], c["id"], c["reason"], c["reason_folded"]) for c in cites]
-    for li, cite in zip(items, cites, strict=True):
-        assert li.one("q", "extract").text() == cite["extract"]
-
-    # Marks never nest, and list their citations with the reason of each.
-    marks = article.all("mark", "cite")
+    assert [(c[0], c[1], c[3], c[4], c[2]) for c in call["cites"]] == [
+        (c["citation"], c["id"], c["reason"], c["reason_folded"], c["extract"]) for c in cites]
     reason_of = {c["citation"]: c["reason"] for c in cites}
-    for mark in marks:
-        assert mark.all("mark") == [], "nested marks"
-        numbers = [int(n) for n in mark.attrs["data-citations"].split()]
-        assert numbers == sorted(numbers) and numbers
-        assert mark.attrs["data-reasons"].split() == [reason_of[n] for n in numbers]
-        assert f"r-{reason_of[numbers[0]]}" in mark.classes
+    marks = [(i, start, text, numbers) for i, f in enumerate(fragments)
+             for start, text, numbers in f["pieces"] if numbers]
+    for _, _, _, numbers in marks:
+        assert numbers == sorted(numbers) and all(n in reason_of for n in numbers)
     shown = list(zip(row["supplied_ids"], row["supplied_texts"], strict=True))
     for cite in cites:
         n = cite["citation"]
-        mine = [m for m in marks if str(n) in m.attrs["data-citations"].split()]
+        mine = [m for m in marks if n in m[3]]
         if cite["reason"] not in ("valid", "misattributed"):
             assert mine == [], cite
             continue
@@ -239,30 +262,19 @@ def check_call(article: Node, row: dict[str, Any], cites: list[dict[str, Any]]) 
         else:
             index = next(i for i, (fid, text) in enumerate(shown)
                          if fid != cite["id"] and cite["extract"] in text)
-        holders = {id(m.ancestor("li", "fragment")) for m in mine}
-        assert holders == {id(fragments[index])}, cite
-        assert "".join(m.text() for m in mine) == cite["extract"], cite
-        before = ""
-        for child in fragments[index].children:  # the text before the first mark
-            if child is mine[0]:
-                break
-            before += child if isinstance(child, str) else child.text()
-        assert len(before) == shown[index][1].find(cite["extract"]), cite
+        assert {m[0] for m in mine} == {index}, cite
+        assert "".join(m[2] for m in mine) == cite["extract"], cite
+        assert mine[0][1] == shown[index][1].find(cite["extract"]), cite
 
-    answer = article.all("p", "answer") + article.all("pre", "answer")
     if row["parsed"]:
-        assert answer[0].text() == row["answer"]
+        assert call["answer"] == row["answer"] and call["parsed"] is True
     elif row["text"]:
-        assert answer[0].text() == row["text"]
-    usage = {dd.attrs["data-field"]: dd.text() for dd in article.one("dl", "usage").all("dd")}
+        assert call["text"] == row["text"]
+    usage = dict(zip((u[0] for u in data["usage"]), call["usage"], strict=True))
     assert usage["input_tokens"] == ("—" if row["input_tokens"] is None
                                      else str(row["input_tokens"]))
-    if row["raw_response"] is not None:
-        raw = article.one("details", "raw")
-        assert raw.one("summary").text() == "Raw response"
-        assert raw.one("pre").text() == row["raw_response"]
-    if row["error"]:
-        assert row["error"] in article.one("p", "error").text()
+    assert call.get("raw_response") == row["raw_response"]
+    assert call.get("error") == row["error"]
 
 
 # -- Highlighting, by hand ---------------------------------------------------------------------
@@ -313,9 +325,18 @@ def test_locate_follows_the_reason() -> None:
 def test_the_demo_series(extractive: Path) -> None:
     doc = check_page(extractive)
     citations = pl.read_parquet(extractive / "citations.parquet")
-    assert len(doc.all("li", "citation")) == citations.height > 0
-    assert len(doc.all("article", "call")) == 72
-    assert {m.attrs["data-reasons"] for m in doc.all("mark", "cite")} == {"valid"}
+    data = island((extractive / REPORT_HTML).read_text(encoding="utf-8"))
+    assert sum(len(c["cites"]) for c in data["calls"]) == citations.height > 0
+    assert len(data["calls"]) == 72
+    assert {c[3] for call in data["calls"] for c in call["cites"]} == {"valid"}
+    # The summary: counts by mode, language and variant (no groups recorded here).
+    tables = {t.attrs["data-by"]: t for t in doc.all("table", "summary-table")}
+    assert list(tables) == ["mode", "lang", "variant"]
+    assert all(t.attrs["data-group"] == "false" for t in tables.values())
+    assert [[c.text() for c in r.children if not isinstance(c, str)]
+            for r in tables["mode"].one("tbody").all("tr")] == [
+        [mode, "36", "36", "36", "36", str(n), str(n), "0"]
+        for mode, n in citations.group_by("mode").len().sort("mode").iter_rows()]
     # two figures, embedded
     images = doc.all("img")
     assert len(images) == 2 and all(i.attrs["src"].startswith("data:image/png;base64,")
@@ -381,32 +402,33 @@ def test_a_stopped_model_series(experiment: Path, server: Server) -> None:
                        "not_supplied", "unknown_id", "empty_extract", "not_verbatim", "valid"]
     doc = check_page(series_dir)
     assert doc.one("html").attrs["data-state"] == "stopped"
-    articles = {a.attrs["data-call-id"]: a for a in doc.all("article", "call")}
-    statuses = [a.attrs["data-status"] for a in articles.values()]
-    assert statuses.count("not_sent") == 62 and statuses.count("failed") == 1
-    first = articles["price-en-A-retrieval-r1"]
-    # overlapping and repeated extracts: one segment covered by 0, 1 and 2, none nested
-    assert "0 1 2" in {m.attrs["data-citations"] for m in first.all("mark")}
-    misattributed = [m for m in first.all("mark") if m.attrs["data-citations"] == "3"]
-    assert misattributed and "r-misattributed" in misattributed[0].classes
-    fragment = misattributed[0].ancestor("li", "fragment")
-    cited = first.all("li", "citation")[3].attrs["data-cited-id"]
-    assert misattributed[0].text() in first.all("li", "fragment")[1].text()
-    assert fragment is not None and fragment.attrs["data-fact-id"] != cited
-    assert f"found word for word under {fragment.attrs['data-fact-id']}" in first.text()
-    # markup from the model arrives escaped, as text
     page = (series_dir / REPORT_HTML).read_text(encoding="utf-8")
+    data = island(page)
+    calls = {c["id"]: c for c in data["calls"]}
+    statuses = [c["status"] for c in calls.values()]
+    assert statuses.count("not_sent") == 62 and statuses.count("failed") == 1
+    first = calls["price-en-A-retrieval-r1"]
+    pieces = [(f["id"], text, numbers) for f in fragments_of(data, first)
+              for _, text, numbers in f["pieces"]]
+    # overlapping and repeated extracts: one segment covered by 0, 1 and 2, none nested
+    assert [0, 1, 2] in [numbers for _, _, numbers in pieces]
+    misattributed = [(fid, text) for fid, text, numbers in pieces if numbers == [3]]
+    cited = first["cites"][3]
+    assert misattributed and cited[3] == "misattributed"
+    assert misattributed[0][0] != cited[1] and cited[5] == misattributed[0][0]
+    # markup from the model is in the data as text, its < escaped: no element can start
     assert "<script>alert" not in page and "<b>bold" not in page and "<i>" not in page
-    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page
-    assert first.one("p", "answer").text() == ANSWER
-    assert doc.all("script") and all("alert" not in s.text() for s in doc.all("script"))
+    assert "\\u003cscript\\u003ealert('x')\\u003c/script\\u003e" in page
+    assert first["answer"] == ANSWER
+    scripts, _ = scripts_and_policy(page)
+    assert scripts and all("alert" not in s for s in scripts)
     # the failed call says why; the stop is named, and linked
-    failed = next(a for a in articles.values() if a.attrs["data-status"] == "failed")
-    assert failed.one("p", "error").text().startswith("http_error (HTTP 500)")
-    assert "stopped at this call" in failed.text()
+    failed = next(c for c in calls.values() if c["status"] == "failed")
+    assert (failed["failure"], failed["http_status"]) == ("http_error", 500)
+    assert failed["stop_reason"] == "technical_failure"
     stop_link = next(dd for dd in doc.one("dl", "run").all("dd")
                      if dd.attrs["data-field"] == "stop_call")
-    assert stop_link.one("a").attrs["href"] == f"#{failed.attrs['id']}"
+    assert stop_link.one("a").attrs["href"] == f"#call-{failed['id']}"
 
 
 def test_an_empty_series(experiment: Path, server: Server) -> None:
@@ -415,8 +437,9 @@ def test_an_empty_series(experiment: Path, server: Server) -> None:
     series_dir = collect(experiment, server, "empty")
     assert pl.read_parquet(series_dir / "citations.parquet").height == 0
     doc = check_page(series_dir)
-    assert doc.all("li", "citation") == [] and doc.all("mark") == []
-    statuses = [a.attrs["data-status"] for a in doc.all("article", "call")]
+    data = island((series_dir / REPORT_HTML).read_text(encoding="utf-8"))
+    assert all(c["cites"] == [] and all(len(f) == 2 for f in c["frags"]) for c in data["calls"])
+    statuses = [c["status"] for c in data["calls"]]
     assert statuses.count("failed") == 1 and statuses.count("not_sent") == 71
     assert "No citation was recorded" in doc.one("p", "legend").text()
     report = (series_dir / "report.md").read_text(encoding="utf-8")
@@ -443,8 +466,10 @@ def test_the_policy_allows_the_template_script_alone(experiment: Path, server: S
     assert scripts == [PAGE_JS.read_text(encoding="utf-8")]
     assert policy["script-src"] == page_js_source()
     assert policy["default-src"] == "'none'" and "unsafe" not in policy["script-src"]
-    assert page.count("<script") == 1
-    assert "&lt;script&gt;" in page and "onerror=" in page  # the answers' markup, as text
+    # page.js, and the calls as data (type application/json: never run, whatever it holds)
+    assert page.count("<script") == 2 and len(islands(page)) == 1
+    assert page.count('<script type="application/json" id="fragbench-calls">') == 1
+    assert "\\u003cscript\\u003e" in page and "onerror=" in page  # the answers' markup, as data
 
 
 def test_every_value_is_redacted_then_escaped(extractive: Path,
@@ -484,16 +509,16 @@ def test_every_value_is_redacted_then_escaped(extractive: Path,
     for form, value in [*forms, ("cut at a value's end", cut_prefix())]:
         assert value not in text, form
     assert CANARY_KEY.lower() not in text.lower()
-    articles = {a.attrs["data-call-id"]: a for a in parse(text).all("article", "call")}
-    assert articles[second].one("p", "answer").text() == "cut here: [redacted]"
-    article = articles[first]
+    assert "<b>" not in text  # each value's markup is escaped in the data
+    calls = {c["id"]: c for c in island(text)["calls"]}
+    assert calls[second]["answer"] == "cut here: [redacted]"
+    call = calls[first]
     monkeypatch.setenv("OPENAI_API_KEY", CANARY_KEY)
     redact = Redactor.from_env().text
-    assert article.one("p", "answer").text() == redact(values["answer"])
-    assert article.one("p", "refusal").text() == "Refused: " + redact(values["refusal"])
-    assert article.one("details", "raw").one("pre").text() == redact(values["raw_response"])
-    for column in shown:
-        assert f"{column} <b>[redacted]" in article.text(), column  # escaped, then shown
-    cites = article.all("li", "citation")
-    assert cites and all(c.attrs["data-cited-id"] == redact(forms[4][1]) for c in cites)
-    assert all(c.one("q", "extract").text() == redact(f"extract {forms[3][1]}") for c in cites)
+    for column in ("answer", "raw_response", "refusal", "error", "incomplete_reason"):
+        assert call[column] == redact(values[column]), column
+        assert call[column].startswith(f"{column} <b>[redacted]"), column
+    assert "model <b>[redacted]" in call["usage"][0]
+    cites = call["cites"]
+    assert cites and all(c[1] == redact(forms[4][1]) for c in cites)
+    assert all(c[2] == redact(f"extract {forms[3][1]}") for c in cites)

@@ -35,6 +35,7 @@ import base64
 import functools
 import hashlib
 import itertools
+import json
 import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -186,33 +187,175 @@ def _usage(row: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
 
 
-def _call_views(calls: pl.DataFrame, citations: pl.DataFrame | None) -> list[dict[str, Any]]:
-    """One view per planned call, in plan order: its calls.parquet row, its citations (in
-    answer order), its fragments cut for highlighting, and its usage."""
+PAGE_SIZES = (25, 50, 100, 200)
+"""The page sizes a reader can pick; the first page shows PAGE_SIZE calls."""
+PAGE_SIZE = 50
+AVAILABILITY_SHOWN = 60
+"""Passages (case x language x variant) the availability table shows whole; a larger series
+shows the first ones and each setting's totals over all (availability.parquet has every row)."""
+CALL_TEXT = ("answer", "text", "parse_error", "error", "failure", "refusal",
+             "incomplete_reason", "stop_reason", "stop_detail", "raw_response")
+"""calls.parquet text columns the page shows, as they are (each redacted)."""
+
+
+def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
+               groups: dict[str, dict[str, str]], redact: Redact) -> dict[str, Any]:
+    """The calls as the page's data island: every value redacted here, one value at a time
+    (the island is JSON, escaped for its script element by `_island`; the page's script puts
+    each value into the page as text, never as markup).
+
+    `texts` holds each distinct fragment text once (the same passage is shown to many calls);
+    each call's fragment is [fact ID, index in `texts`] or, where extracts are highlighted,
+    [fact ID, index, pieces], a piece being [text, citation numbers]. A citation is
+    [number, cited ID, extract, reason, reason at the typographic level, fact ID of the
+    fragment holding it (a located extract) or null]. Empty values are left out."""
+    memo: dict[str, str] = {}
+
+    def red(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        found = memo.get(value)
+        if found is None:
+            found = memo[value] = redact(value)
+        return found
+
     by_call: dict[str, list[dict[str, Any]]] = {}
     if citations is not None:
         for cite in citations.sort("call_id", "citation").to_dicts():
             by_call.setdefault(cite["call_id"], []).append(cite)
-    views = []
+    texts: list[str] = []
+    text_index: dict[str, int] = {}
+    rows = []
     for row in calls.sort("seq").to_dicts():
         cites = by_call.get(row["call_id"], [])
-        views.append({
-            **row,
-            "status_words": STATUS_WORDS.get(row["status"], row["status"]),
-            "sent": row["status"] != "not_sent",
-            "cites": cites,
-            "reasons": " ".join(c["reason"] for c in cites),
-            "reason_counts": [(r, sum(c["reason"] == r for c in cites)) for r in REASON_WORDS
-                              if any(c["reason"] == r for c in cites)],
-            "fragments": _fragments(row, cites),
-            "usage": _usage(row),
-        })
-    return views
+        frags = []
+        for fragment in _fragments(row, cites):
+            whole = "".join(p["text"] for p in fragment["pieces"])
+            index = text_index.get(whole)
+            if index is None:
+                index = text_index[whole] = len(texts)
+                texts.append(red(whole))
+            entry: list[Any] = [red(fragment["fact_id"]), index]
+            if any(p["citations"] for p in fragment["pieces"]) and texts[index] == whole:
+                # A piece by its length in UTF-16 code units (what JavaScript's slice
+                # counts), as the text is already in `texts`.
+                entry.append([[len(p["text"].encode("utf-16-le")) // 2, list(p["citations"])]
+                              for p in fragment["pieces"]])
+            elif any(p["citations"] for p in fragment["pieces"]):
+                # The redactor changed the text: each piece redacted on its own, as text.
+                entry.append([[red(p["text"]), list(p["citations"])]
+                              for p in fragment["pieces"]])
+            frags.append(entry)
+        view: dict[str, Any] = {
+            "id": red(row["call_id"]), "seq": row["seq"], "case": red(row["case"]),
+            "lang": red(row["lang"]), "variant": red(row["variant"]), "mode": red(row["mode"]),
+            "rep": row["rep"], "status": red(row["status"]),
+            "words": red(STATUS_WORDS.get(row["status"], row["status"])),
+            "frags": frags,
+            "cites": [[c["citation"], red(c["id"]), red(c["extract"]), red(c["reason"]),
+                       red(c["reason_folded"]), red(c.get("found_in"))] for c in cites],
+            "usage": [red(value) for _, _, value in _usage(row)],
+        }
+        for column in CALL_TEXT:
+            if row[column] is not None and row[column] != "":
+                view[column] = red(row[column])
+        if row["parsed"]:
+            view["parsed"] = True
+        if row["http_status"] is not None:
+            view["http_status"] = row["http_status"]
+        if row["redacted"]:
+            view["redacted"] = True
+        if row["case"] in groups:
+            view["groups"] = {key: red(value) for key, value in groups[row["case"]].items()}
+        rows.append(view)
+    return {"texts": texts, "calls": rows,
+            "usage": [[field, label] for field, label, _ in _usage(calls.row(0, named=True))]
+            if calls.height else []}
+
+
+_ISLAND_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                   "\u2029": "\\u2029"}
+
+
+def _island(data: Any) -> str:
+    """`data` as the text of a `<script type="application/json">` element: JSON whose `<`, `>`
+    and `&` are `\\u` escapes, so that no value can end the element (`</script`) or open a
+    comment (`<!--`), and whose U+2028/U+2029 are escaped too (a reader pasting it into a JS
+    string must not meet a line break). The browser reads the element's text as it is (no
+    entity is decoded in a script element), and JSON.parse gives the values back exactly."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return re.sub("[<>&\u2028\u2029]", lambda m: _ISLAND_ESCAPES[m.group()], text)
+
+
+def _groups(series_dir: Path, tables: dict[str, pl.DataFrame]
+            ) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The series' case groups (cases.parquet: `case`, then one String column per group), as
+    (group keys in the table's order, case -> key -> value); none when the series has no such
+    table. A value left null is shown as an empty group value."""
+    import polars as pl
+
+    cases = tables.get("cases")
+    if cases is None and (series_dir / "cases.parquet").is_file():
+        cases = pl.read_parquet(series_dir / "cases.parquet")
+    if cases is None or "case" not in cases.columns:
+        return [], {}
+    keys = [c for c in cases.columns if c != "case"]
+    return keys, {row["case"]: {k: "" if row[k] is None else str(row[k]) for k in keys}
+                  for row in cases.to_dicts()}
+
+
+SUMMARY_COUNTS = (("calls", "planned"), ("sent", "sent"), ("answered", "answered"),
+                  ("parsed", "parsed"), ("citations", "citations"),
+                  ("valid", "valid citations"), ("not_valid", "other citations"))
+"""The summary's columns: counts of calls and citations, never a rate or a score."""
+
+
+def _summary(calls: pl.DataFrame, citations: pl.DataFrame | None, keys: list[str],
+             groups: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """Counts per value of each group key (when the series has groups), then per mode,
+    language and variant: planned, sent, answered (completed or incomplete), parsed, and the
+    citations by reason at the exact level (valid, other). Counts only, no score."""
+    import polars as pl
+
+    from fragbench.columns import ANSWERED
+
+    per_call = calls.select("call_id", "case", "lang", "variant", "mode", "status", "parsed")
+    if citations is not None and citations.height:
+        counted = citations.group_by("call_id").agg(
+            pl.len().alias("citations"), (pl.col("reason") == "valid").sum().alias("valid"))
+        per_call = per_call.join(counted, on="call_id", how="left")
+    else:
+        per_call = per_call.with_columns(pl.lit(0).alias("citations"), pl.lit(0).alias("valid"))
+    per_call = per_call.with_columns(pl.col("citations", "valid").fill_null(0))
+    for key in keys:
+        mapping = {case: values[key] for case, values in groups.items()}
+        per_call = per_call.with_columns(
+            pl.col("case").replace_strict(mapping, default="", return_dtype=pl.String)
+            .alias(f"group:{key}"))
+    tables = []
+    for column, label in [*((f"group:{k}", f"group {k}") for k in keys),
+                          ("mode", "mode"), ("lang", "language"), ("variant", "variant")]:
+        agg = per_call.group_by(column).agg(
+            pl.len().alias("calls"),
+            (pl.col("status") != "not_sent").sum().alias("sent"),
+            pl.col("status").is_in(ANSWERED).sum().alias("answered"),
+            pl.col("parsed").fill_null(False).sum().alias("parsed"),
+            pl.col("citations").sum().alias("citations"),
+            pl.col("valid").sum().alias("valid"),
+        ).with_columns((pl.col("citations") - pl.col("valid")).alias("not_valid")
+                       ).sort(column)
+        tables.append({"by": label, "group": column.startswith("group:"),
+                       "key": column.removeprefix("group:"),
+                       "rows": [[str(r[column]), *(r[c] for c, _ in SUMMARY_COUNTS)]
+                                for r in agg.to_dicts()]})
+    return tables
 
 
 def _availability(availability: pl.DataFrame) -> dict[str, Any]:
     """The sensitivity matrix: settings (chunk size / top-k, then the full passage) as columns,
-    one row per case x language x variant; each cell the record of that passage and setting."""
+    one row per case x language x variant (the first AVAILABILITY_SHOWN of them); each cell
+    the record of that passage and setting; and per setting, totals over every passage
+    (conditions supplied whole / conditions, passages with all of them supplied)."""
     rows = availability.to_dicts()
     settings: list[tuple[Any, Any]] = sorted(
         {(r["chunk_size"], r["top_k"]) for r in rows if r["mode"] == "retrieval"})
@@ -226,9 +369,17 @@ def _availability(availability: pl.DataFrame) -> dict[str, Any]:
         cells[(r["case"], r["lang"], r["variant"], *key)] = {
             **r, "conditions_cut": r.get("conditions_cut") or []}
     passages = sorted({(r["case"], r["lang"], r["variant"]) for r in rows})
-    return {"columns": columns,
+    totals = []
+    for c in columns:
+        held = [cell for p in passages if (cell := cells.get((*p, *c["key"]))) is not None]
+        totals.append({"supplied": sum(x["n_conditions_supplied"] for x in held),
+                       "conditions": sum(x["n_conditions"] for x in held),
+                       "whole": sum(x["n_conditions_supplied"] == x["n_conditions"]
+                                    for x in held),
+                       "passages": len(held)})
+    return {"columns": columns, "passages": len(passages), "totals": totals,
             "rows": [{"passage": p, "cells": [cells.get((*p, *c["key"])) for c in columns]}
-                     for p in passages]}
+                     for p in passages[:AVAILABILITY_SHOWN]]}
 
 
 def _measure_view(section: Any) -> dict[str, Any]:
@@ -314,6 +465,7 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
     """The page's text, from the series folder's tables (or those given, already loaded);
     each value redacted by `redact` (by default a `Redactor` of the environment's secrets)."""
     import polars as pl
+    from markupsafe import Markup
 
     from fragbench.journal import JOURNAL_FILE, read_journal
     from fragbench.redact import Redactor
@@ -332,7 +484,10 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
     journal = series_dir / JOURNAL_FILE
     times = [r["at"] for r in (read_journal(journal) if journal.exists() else [])
              if r.get("type") in ("reserve", "outcome") and r.get("at")]
-    views = _call_views(calls, citations)
+    keys, groups = _groups(series_dir, tables)
+    data = _call_data(calls, citations, groups, redact)
+    data["reasons"] = {r: [REASON_WORDS[r], REASON_HELP[r], REASON_SYMBOLS[r]]
+                       for r in REASON_WORDS}
     manifest = read_json(series_dir / "measures.json")
     occurring = set(citations["reason"].to_list()) if citations is not None else set()
     stop = status.get("stop") or {}
@@ -346,18 +501,34 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
         "models": sorted({m for m in calls["model"].to_list() if m}),
         "times": (times[0], times[-1]) if times else None,
         "status_counts": calls.group_by("status").len().sort("status").rows(),
-        "calls": views,
+        # The one value inserted as it is: JSON of values each redacted in _call_data, its
+        # <, >, & and line separators escaped for a script element (_island), where Jinja's
+        # HTML escape would be wrong (a script element decodes no entity).
+        "island": Markup(_island(data)),
         "planned": calls.height,
+        "page_sizes": PAGE_SIZES,
+        "page_size": PAGE_SIZE,
+        "group_keys": keys,
+        "summary": _summary(calls, citations, keys, groups),
+        "summary_counts": SUMMARY_COUNTS,
         "availability": (_availability(tables["availability"])
                          if "availability" in tables else None),
+        "availability_shown": AVAILABILITY_SHOWN,
         "figures": {name: _figure(figures / f"{name}.png")
                     for name in ("availability", "citations")},
-        "filters": [("case", "case", _options(calls, "case"), "data-case", "exact"),
-                    ("lang", "language", _options(calls, "lang"), "data-lang", "exact"),
-                    ("variant", "variant", _options(calls, "variant"), "data-variant", "exact"),
-                    ("mode", "mode", _options(calls, "mode"), "data-mode", "exact")],
+        # (key, label, options, field of a call in the island, match): the select is
+        # filter-KEY; the URL state names it KEY.
+        "filters": [("case", "case", _options(calls, "case"), "case", "exact"),
+                    ("lang", "language", _options(calls, "lang"), "lang", "exact"),
+                    ("variant", "variant", _options(calls, "variant"), "variant", "exact"),
+                    ("mode", "mode", _options(calls, "mode"), "mode", "exact"),
+                    *((f"group-{k}", f"group {k}",
+                       sorted({v[k] for v in groups.values()}), f"group:{k}", "exact")
+                      for k in keys),
+                    ("reason", "reason",
+                     [(r, REASON_WORDS[r]) for r in REASON_WORDS if r in occurring],
+                     "reasons", "word")],
         "reasons": [r for r in REASON_WORDS if r in occurring],
-        "reason_options": [(r, REASON_WORDS[r]) for r in REASON_WORDS if r in occurring],
         "limits": LIMITS,
         "diagnostics": [e for e in manifest if e["kind"] == "diagnostic"],
         "measures": [_measure_view(section) for section in measure_sections(manifest, tables)],

@@ -1,8 +1,19 @@
-/* The filters: each select keeps the items whose attribute (its data-attribute) matches its
-   value, whole or as one of its words (data-match), and all of them when its value is empty;
-   the count says how many are shown. The form is shown only here, when the script runs. The
-   sticky header's height is kept as the scroll padding, so a link to a call is not hidden
-   under it. */
+/* The pages' one script (report.html, the compare page), allowed by its hash.
+
+   report.html (a form.filters with data-calls): the calls are data, a JSON element the page
+   holds (never markup); this script draws one page of the calls that match the filters and
+   the search at a time, every value put in with textContent or as an attribute's value,
+   never parsed as HTML. The filters and the search look at every call, not only the page
+   shown. Their state is the URL's fragment (#?case=…&q=…&page=2): a reload, a link and the
+   back and forward buttons give the same view. A link to #call-ID shows that call's page
+   (clearing the filters if they hide it).
+
+   The compare page (a form.filters with data-items): each select keeps the items whose
+   attribute (its data-attribute) matches its value, whole or as one of its words
+   (data-match), and all of them when its value is empty; the count says how many are shown.
+
+   Forms, pagers and controls are shown only here, when the script runs. The sticky header's
+   height is kept as the scroll padding, so a link is not hidden under it. */
 (function () {
   "use strict";
   var header = document.querySelector("header.top");
@@ -12,8 +23,406 @@
     }
   }
   window.addEventListener("resize", pad);
-  var form = document.querySelector("form.filters");
-  if (form) {
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined && text !== null) { e.textContent = String(text); }
+    return e;
+  }
+  function add(parent, child) { parent.appendChild(child); return child; }
+  function say(parent, text) { parent.appendChild(document.createTextNode(String(text))); }
+
+  /* -- report.html ------------------------------------------------------------------------ */
+
+  function reportPage(form) {
+    var island = document.getElementById(form.dataset.calls);
+    var list = document.getElementById("call-list");
+    var data = null;
+    try {
+      data = JSON.parse(island.textContent);
+    } catch (error) {
+      /* Never expected (the page writes the data escaped): say so rather than draw part. */
+      list.dataset.error = "unreadable";
+      list.appendChild(el("p", "error", "The calls' data in this page cannot be read; " +
+        "calls.parquet in the series folder holds every call."));
+      return;
+    }
+    var calls = data.calls;
+    var texts = data.texts;
+    var reasons = data.reasons;
+    var pagers = Array.prototype.slice.call(document.querySelectorAll("nav.pager"));
+    var selects = Array.prototype.slice.call(form.querySelectorAll("select"));
+    var search = form.querySelector("input[type=search]");
+    var perSelect = document.getElementById("page-size");
+    var shown = form.querySelector("output.shown");
+    var defaultPer = Number(list.dataset.pageSize) || 50;
+    var state = {page: 1, per: defaultPer};
+    var haystacks = null;
+    var drawn = 0;
+    var byId = {};
+    calls.forEach(function (call, index) { byId[call.id] = index; });
+
+    function word(reason) { return reasons[reason] ? reasons[reason][0] : reason; }
+
+    function field(call, name) {
+      if (name === "reasons") { return call.cites.map(function (c) { return c[3]; }).join(" "); }
+      if (name.indexOf("group:") === 0) {
+        return (call.groups && call.groups[name.slice(6)]) || "";
+      }
+      var value = call[name];
+      return value === undefined || value === null ? "" : String(value);
+    }
+
+    function haystack(index) {
+      if (haystacks === null) {
+        haystacks = calls.map(function (call) {
+          var parts = [call.id, call.answer || "", call.text || ""];
+          call.cites.forEach(function (c) { parts.push(c[2]); });
+          return parts.join("\n").toLowerCase();
+        });
+      }
+      return haystacks[index];
+    }
+
+    /* Every call that passes every select and holds the search's words (case ignored):
+       indexes into `calls`, in plan order. */
+    function matching() {
+      var active = selects.filter(function (s) { return s.value; });
+      var q = search.value.trim().toLowerCase();
+      var found = [];
+      for (var i = 0; i < calls.length; i += 1) {
+        var call = calls[i];
+        var keep = active.every(function (select) {
+          var have = field(call, select.dataset.field);
+          if (select.dataset.match === "word") {
+            return have.split(/\s+/).indexOf(select.value) >= 0;
+          }
+          return have === select.value;
+        });
+        if (keep && q && haystack(i).indexOf(q) < 0) { keep = false; }
+        if (keep) { found.push(i); }
+      }
+      return found;
+    }
+
+    function badge(reason) {
+      var span = el("span", "reason r-" + reason);
+      span.title = reasons[reason] ? reasons[reason][1] : reason;
+      var sym = add(span, el("span", "sym", reasons[reason] ? reasons[reason][2] : ""));
+      sym.setAttribute("aria-hidden", "true");
+      say(span, " " + word(reason));
+      return span;
+    }
+
+    function citation(c, anchor) {
+      var li = el("li", "citation r-" + c[3]);
+      li.id = anchor + "-c" + c[0];
+      li.dataset.citation = String(c[0]);
+      li.dataset.citedId = c[1];
+      li.dataset.reason = c[3];
+      li.dataset.reasonFolded = c[4];
+      var head = add(li, el("div", "cite-head"));
+      add(head, el("span", "num", c[0])).title = "citation number";
+      say(head, " ");
+      add(head, el("span", "cited-id", c[1])).title = "the ID the answer cites";
+      say(head, " ");
+      add(head, badge(c[3]));
+      if (c[4] !== c[3]) {
+        say(head, " ");
+        add(head, el("span", "folded", "typographic level: " + word(c[4])));
+      }
+      if (c[5] && c[3] === "misattributed") {
+        say(head, " ");
+        add(head, el("span", "found", "found word for word under " + c[5]));
+      }
+      say(li, "\n");
+      add(li, el("q", "extract", c[2]));
+      if (!c[2].trim()) {
+        say(li, " ");
+        add(li, el("span", "note", "(an empty extract)"));
+      }
+      return li;
+    }
+
+    function fragments(call, highlight) {
+      var ol = el("ol", "fragments");
+      var reasonOf = {};
+      call.cites.forEach(function (c) { reasonOf[c[0]] = c[3]; });
+      call.frags.forEach(function (f) {
+        var li = add(ol, el("li", "fragment"));
+        li.dataset.factId = f[0];
+        if (!highlight || f.length < 3) {
+          li.textContent = texts[f[1]];
+          return;
+        }
+        var whole = texts[f[1]];
+        var at = 0;
+        f[2].forEach(function (piece) {
+          var text = piece[0];
+          if (typeof text === "number") {
+            text = whole.slice(at, at + piece[0]);
+            at += piece[0];
+          }
+          if (!piece[1].length) { say(li, text); return; }
+          var named = piece[1].map(function (n) { return reasonOf[n]; });
+          var mark = add(li, el("mark", "cite r-" + named[0], text));
+          mark.dataset.citations = piece[1].join(" ");
+          mark.dataset.reasons = named.join(" ");
+          mark.title = piece[1].map(function (n, k) {
+            return "citation " + n + ": " + word(named[k]);
+          }).join("; ");
+        });
+      });
+      return ol;
+    }
+
+    function answered(call) {
+      var box = el("div", "answered");
+      if (call.error || call.failure) {
+        var said = "";
+        if (call.failure) {
+          said = call.failure + (call.http_status ? " (HTTP " + call.http_status + ")" : "") + ": ";
+        }
+        add(box, el("p", "error", said + (call.error || "no error message")));
+      }
+      if (call.status === "interrupted") {
+        add(box, el("p", "error", "Sent, outcome never recorded: the collector was " +
+          "interrupted; the call counts at its reservation."));
+      }
+      if (call.refusal) { add(box, el("p", "refusal", "Refused: " + call.refusal)); }
+      if (call.incomplete_reason) {
+        add(box, el("p", "incomplete", "Incomplete: " + call.incomplete_reason));
+      }
+      add(box, el("h4", null, "Answer"));
+      if (call.parsed) {
+        add(box, el("p", "answer", call.answer || ""));
+        add(box, el("h4", null, "Citations"));
+        var ol = add(box, el("ol", "citations"));
+        call.cites.forEach(function (c) { add(ol, citation(c, "call-" + call.id)); });
+        if (!call.cites.length) { add(box, el("p", "note", "The answer cites nothing.")); }
+      } else if (call.text) {
+        add(box, el("p", "unparsed", "No parsed answer: " + (call.parse_error || "") +
+          ". The answer text as it came:"));
+        add(box, el("pre", "answer", call.text));
+      } else if (call.status === "failed") {
+        add(box, el("p", "unparsed", "No answer: the call failed (above)."));
+      } else {
+        add(box, el("p", "unparsed", "No parsed answer: " + (call.parse_error || "no answer text") +
+          "."));
+      }
+      return box;
+    }
+
+    function article(call) {
+      var a = el("article", "call");
+      a.id = "call-" + call.id;
+      var d = a.dataset;
+      d.callId = call.id; d.case = call.case; d.lang = call.lang; d.variant = call.variant;
+      d.mode = call.mode; d.rep = String(call.rep); d.status = call.status;
+      d.reasons = field(call, "reasons");
+      if (call.groups) {
+        Object.keys(call.groups).forEach(function (k) { a.setAttribute("data-group-" + k, call.groups[k]); });
+      }
+      var head = add(a, el("div", "call-head"));
+      var h3 = add(head, el("h3"));
+      add(h3, el("span", "seq", call.seq + "."));
+      say(h3, " " + call.id);
+      add(head, el("span", "status s-" + call.status, call.words));
+      var cell = call.case + " · " + call.lang + " · variant " + call.variant + " · " + call.mode +
+        " · repetition " + call.rep;
+      if (call.groups) {
+        Object.keys(call.groups).forEach(function (k) { cell += " · " + k + " " + call.groups[k]; });
+      }
+      add(head, el("span", "cell", cell));
+      if (call.cites.length) {
+        var counts = add(head, el("span", "counts"));
+        Object.keys(reasons).forEach(function (r) {
+          var n = call.cites.filter(function (c) { return c[3] === r; }).length;
+          if (n) {
+            if (counts.childNodes.length) { say(counts, " "); }
+            add(counts, el("span", "reason r-" + r, n + " " + word(r)));
+          }
+        });
+      }
+      if (call.stop_reason) {
+        add(a, el("p", "stop", "The series stopped at this call: " + call.stop_reason +
+          (call.stop_detail ? ": " + call.stop_detail : "")));
+      }
+      if (call.status === "not_sent") {
+        add(a, el("p", "never-sent", "Planned, never sent: the model was given nothing and " +
+          "answered nothing."));
+        var unsent = add(a, el("details", "unsent-fragments"));
+        add(unsent, el("summary", null, "What it would have been shown"));
+        add(unsent, fragments(call, false));
+        return a;
+      }
+      var body = add(a, el("div", "call-body"));
+      var shownBox = add(body, el("div", "shown"));
+      add(shownBox, el("h4", null, "Fragments shown"));
+      add(shownBox, fragments(call, true));
+      add(body, answered(call));
+      var usage = add(a, el("dl", "usage"));
+      data.usage.forEach(function (u, k) {
+        var div = add(usage, el("div"));
+        add(div, el("dt", null, u[1]));
+        add(div, el("dd", null, call.usage[k])).dataset.field = u[0];
+      });
+      if (call.redacted) {
+        add(a, el("p", "note", "A secret was redacted from this call's recorded outcome: its " +
+          "text may differ from what came back."));
+      }
+      if (call.raw_response !== undefined) {
+        var raw = add(a, el("details", "raw"));
+        add(raw, el("summary", null, "Raw response"));
+        add(raw, el("pre", null, call.raw_response));
+      }
+      return a;
+    }
+
+    function draw() {
+      var found = matching();
+      var pages = Math.max(1, Math.ceil(found.length / state.per));
+      state.page = Math.min(Math.max(1, state.page), pages);
+      var start = (state.page - 1) * state.per;
+      var made = found.slice(start, start + state.per).map(function (i) {
+        return article(calls[i]);
+      });
+      list.replaceChildren.apply(list, made);
+      if (shown) { shown.value = String(found.length); }
+      pagers.forEach(function (pager) {
+        pager.querySelector("output.page").value = String(state.page);
+        pager.querySelector("output.pages").value = String(pages);
+        pager.querySelector("button.prev").disabled = state.page <= 1;
+        pager.querySelector("button.next").disabled = state.page >= pages;
+      });
+      drawn += 1;
+      list.dataset.drawn = String(drawn);
+      return found;
+    }
+
+    /* The state in the URL: every select and the search by their data-state name, the page
+       and the page size when not the first and the default. */
+    function toUrl(push) {
+      var params = new URLSearchParams();
+      selects.forEach(function (s) { if (s.value) { params.set(s.dataset.state, s.value); } });
+      if (search.value) { params.set("q", search.value); }
+      if (state.page > 1) { params.set("page", String(state.page)); }
+      if (state.per !== defaultPer) { params.set("per", String(state.per)); }
+      var text = params.toString();
+      var url = text ? "#?" + text : window.location.pathname + window.location.search;
+      if (("#?" + text) === window.location.hash || (!text && !window.location.hash)) { return; }
+      if (push) {
+        window.history.pushState(null, "", url);
+      } else {
+        window.history.replaceState(null, "", url);
+      }
+    }
+
+    function fromUrl() {
+      var hash = window.location.hash;
+      var params = new URLSearchParams(hash.indexOf("#?") === 0 ? hash.slice(2) : "");
+      selects.forEach(function (s) {
+        var want = params.get(s.dataset.state) || "";
+        var known = Array.prototype.some.call(s.options, function (o) { return o.value === want; });
+        s.value = known ? want : "";
+      });
+      search.value = params.get("q") || "";
+      var per = Number(params.get("per"));
+      state.per = PAGE_SIZES.indexOf(per) >= 0 ? per : defaultPer;
+      perSelect.value = String(state.per);
+      state.page = Math.max(1, Math.floor(Number(params.get("page"))) || 1);
+    }
+
+    var PAGE_SIZES = Array.prototype.map.call(perSelect.options, function (o) {
+      return Number(o.value);
+    });
+
+    /* #call-ID (or a citation's #call-ID-cN): that call's page, the filters cleared if they
+       hide it. Returns false for any other fragment. */
+    function toCall(hash) {
+      var id = hash.slice(1);
+      try { id = decodeURIComponent(id); } catch (error) { /* malformed: use it as it is */ }
+      if (id.indexOf("call-") !== 0) { return false; }
+      var callId = id.slice(5);
+      if (!(callId in byId)) { callId = callId.replace(/-c[0-9]+$/, ""); }
+      if (!(callId in byId)) { return false; }
+      var found = matching();
+      var at = found.indexOf(byId[callId]);
+      if (at < 0) {
+        selects.forEach(function (s) { s.value = ""; });
+        search.value = "";
+        found = matching();
+        at = found.indexOf(byId[callId]);
+      }
+      state.page = Math.floor(at / state.per) + 1;
+      draw();
+      var target = document.getElementById(id) || document.getElementById("call-" + callId);
+      if (target) { target.scrollIntoView(); }
+      return true;
+    }
+
+    function route() {
+      var hash = window.location.hash;
+      if (hash.length > 1 && hash.indexOf("#?") !== 0) {
+        if (toCall(hash)) { return; }
+        if (!drawn) { fromUrl(); draw(); }
+        return;
+      }
+      fromUrl();
+      draw();
+    }
+
+    function changed(push) {
+      state.page = 1;
+      draw();
+      toUrl(push);
+    }
+    form.addEventListener("change", function (event) {
+      changed(event.target !== search);
+    });
+    var typing = null;
+    search.addEventListener("input", function () {
+      if (typing !== null) { window.clearTimeout(typing); }
+      typing = window.setTimeout(function () { typing = null; changed(false); }, 150);
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      changed(true);
+    });
+    form.addEventListener("reset", function () {
+      window.setTimeout(function () { changed(true); }, 0);
+    });
+    perSelect.addEventListener("change", function () {
+      state.per = Number(perSelect.value) || defaultPer;
+      changed(true);
+    });
+    pagers.forEach(function (pager) {
+      pager.querySelector("button.prev").addEventListener("click", function () {
+        state.page -= 1;
+        draw();
+        toUrl(true);
+        list.scrollIntoView();
+      });
+      pager.querySelector("button.next").addEventListener("click", function () {
+        state.page += 1;
+        draw();
+        toUrl(true);
+        list.scrollIntoView();
+      });
+      pager.hidden = false;
+    });
+    window.addEventListener("popstate", route);
+    window.addEventListener("hashchange", route);
+    var note = document.getElementById("calls-need-js");
+    if (note) { note.hidden = true; }
+    form.hidden = false;
+    route();
+  }
+
+  /* -- the compare page ------------------------------------------------------------------- */
+
+  function itemFilters(form) {
     var items = Array.prototype.slice.call(document.querySelectorAll(form.dataset.items));
     var selects = Array.prototype.slice.call(form.querySelectorAll("select"));
     var shown = form.querySelector("output.shown");
@@ -38,7 +447,7 @@
     form.addEventListener("submit", function (event) { event.preventDefault(); });
     form.hidden = false;
     apply();
-    /* A link to an item the filters hide (the call a stop names) shows everything again. */
+    /* A link to an item the filters hide shows everything again. */
     window.addEventListener("hashchange", function () {
       var id = window.location.hash.slice(1);
       try { id = decodeURIComponent(id); } catch (error) { /* malformed: use it as it is */ }
@@ -49,6 +458,13 @@
         target.scrollIntoView();
       }
     });
+  }
+
+  var form = document.querySelector("form.filters");
+  if (form && form.dataset.calls) {
+    reportPage(form);
+  } else if (form) {
+    itemFilters(form);
   }
   pad();
 }());

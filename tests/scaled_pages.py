@@ -1,0 +1,64 @@
+"""A large series for the page tests and benchmarks/bench_pages.py, written directly as tables.
+
+`scale_series(demo, out, copies)` copies the offline demo series (72 calls over 3 cases) and
+replaces its calls.parquet and citations.parquet with `copies` copies of its 72 calls, copy k's
+cases renamed `CASE-kkkk`, its calls renumbered after the previous copy's, and every supplied
+text, answer and extract given the suffix ` (copy kkkk)` (so the texts are distinct, as in a
+real corpus, and each extract stays word for word in its fragment). It writes cases.parquet
+with two groups, as a corpus with groups records it: `type` (bridge on even copies, comparison
+on odd) and `level` (easy, medium, hard in turn). Nothing is collected: the tables are built
+with Polars in a second or two, so 140 copies (10,080 calls) stay cheap.
+
+`NEEDLE` is in the answer of one call only, the last one (on the last page whatever the page
+size): what the search test looks for.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+
+NEEDLE = "zebra-needle-4471"
+GROUP_TYPES = ("bridge", "comparison")
+GROUP_LEVELS = ("easy", "medium", "hard")
+
+
+def scale_series(demo: Path, out: Path, copies: int) -> Path:
+    """`out`: the demo series with `copies` x 72 calls and groups (see the module)."""
+    shutil.copytree(demo, out)
+    (out / "report.html").unlink(missing_ok=True)
+    calls = pl.read_parquet(demo / "calls.parquet").sort("seq")
+    citations = pl.read_parquet(demo / "citations.parquet")
+    per_copy = calls.height
+    call_rows, cite_rows, case_rows = [], [], []
+    cites_of: dict[str, list[dict[str, object]]] = {}
+    for cite in citations.sort("call_id", "citation").to_dicts():
+        cites_of.setdefault(str(cite["call_id"]), []).append(cite)
+    for k in range(copies):
+        tag = f"{k:04d}"
+        suffix = f" (copy {tag})"
+        for case in calls["case"].unique().sort().to_list():
+            case_rows.append({"case": f"{case}-{tag}", "type": GROUP_TYPES[k % 2],
+                              "level": GROUP_LEVELS[k % 3]})
+        for row in calls.to_dicts():
+            old_id = row["call_id"]
+            new = dict(row)
+            new["case"] = f"{row['case']}-{tag}"
+            new["call_id"] = old_id.replace(row["case"], new["case"], 1)
+            new["seq"] = k * per_copy + row["seq"]
+            if row["supplied_texts"] is not None:
+                new["supplied_texts"] = [t + suffix for t in row["supplied_texts"]]
+            if row["answer"] is not None:
+                new["answer"] = row["answer"] + suffix
+            call_rows.append(new)
+            for cite in cites_of.get(old_id, []):
+                cite_rows.append({**cite, "call_id": new["call_id"], "case": new["case"]})
+    last = call_rows[-1]
+    last["answer"] = (last["answer"] or "") + " " + NEEDLE
+    pl.DataFrame(call_rows, schema=calls.schema).write_parquet(out / "calls.parquet")
+    pl.DataFrame(cite_rows, schema=citations.schema).write_parquet(out / "citations.parquet")
+    pl.DataFrame(case_rows, schema={"case": pl.String, "type": pl.String, "level": pl.String}
+                 ).write_parquet(out / "cases.parquet")
+    return out
