@@ -53,7 +53,7 @@ import polars as pl
 from fragbench.budget import balance, usd
 from fragbench.collect import BudgetBook, Progress, Stop, collect
 from fragbench.config import Experiment, load_experiment
-from fragbench.corpus import facts_frame
+from fragbench.corpus import cases_frame, facts_frame
 from fragbench.errors import (
     BudgetError,
     Interrupted,
@@ -94,7 +94,7 @@ from fragbench.series import (
 
 SERIES_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 RECORDED_FILES = {"plan.json", "series.json", "facts.parquet", "retrieval.parquet",
-                  JOURNAL_FILE}
+                  "cases.parquet", JOURNAL_FILE}
 """What a series holds before its first call: a folder with only these (and `*.tmp`) and no
 reservation sent nothing."""
 DERIVED_FILES = {"calls.parquet", "status.json", MEASURES_FILE, "report.md", REPORT_HTML,
@@ -431,6 +431,9 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
         write_parquet(facts_frame(experiment.cases, list(experiment.languages)),
                       series_dir / "facts.parquet")
         write_parquet(retrieval_table, series_dir / "retrieval.parquet")
+        groups = cases_frame(experiment.cases)
+        if groups is not None:  # the corpus's groups, for tables split by group (join on case)
+            write_parquet(groups, series_dir / "cases.parquet")
         journal = Journal(series_dir / JOURNAL_FILE, redactor)
     except OSError as exc:
         raise SeriesError(f"{series_dir}: cannot be written ({exc.strerror}); free space or "

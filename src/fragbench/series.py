@@ -431,7 +431,10 @@ def tables_of(series_dir: Path, recorded: bool = True) -> list[tuple[str, str]]:
             raise SeriesError(f"{manifest}: table {e['table']} has path {e['path']!r}, not a "
                               "Parquet file inside the series; rebuild it with "
                               f"`fragbench measure {series_dir}`.")
-    return [(e["table"], e["path"]) for e in entries] + (list(RECORDED) if recorded else [])
+    # cases.parquet (the corpus's groups) is recorded only for a corpus that has groups.
+    groups = [("cases", "cases.parquet")] if (series_dir / "cases.parquet").is_file() else []
+    return [(e["table"], e["path"]) for e in entries] + (list(RECORDED) + groups if recorded
+                                                         else [])
 
 
 def read_table(series_dir: Path, name: str, rel: str) -> pl.DataFrame:
