@@ -108,7 +108,11 @@ def make_dirs(path: Path) -> None:
         missing.append(path)
         path = path.parent
     for folder in reversed(missing):
-        folder.mkdir()
+        try:
+            folder.mkdir()
+        except FileExistsError:  # another run created it meanwhile: a folder is all we need
+            if not folder.is_dir():
+                raise
         fsync_dir(folder.parent)
 
 

@@ -162,7 +162,8 @@ class PgLedger(LedgerBase):
             self._reset()
             raise self._server_error(exc) from None
         except BaseException:
-            self._reset()
+            if not self.audit:  # an audit keeps what it read before the bad record, to show
+                self._reset()
             raise
 
     def _has_tables(self, conn: psycopg.Connection[Any]) -> bool:
