@@ -3,14 +3,15 @@
 `scale_series(demo, out, copies)` copies the offline demo series (72 calls over 3 cases) and
 replaces its calls.parquet and citations.parquet with `copies` copies of its 72 calls, copy k's
 cases renamed `CASE-kkkk`, its calls renumbered after the previous copy's, and every supplied
-text, answer and extract given the suffix ` (copy kkkk)` (so the texts are distinct, as in a
-real corpus, and each extract stays word for word in its fragment). It writes cases.parquet
+text and answer given the suffix ` (copy kkkk)` (so the texts are distinct, as in a real
+corpus; each extract stays word for word in its fragment). It writes cases.parquet
 with two groups, as a corpus with groups records it: `type` (bridge on even copies, comparison
 on odd) and `level` (easy, medium, hard in turn). Nothing is collected: the tables are built
 with Polars in a second or two, so 140 copies (10,080 calls) stay cheap.
 
 `NEEDLE` is in the answer of one call only, the last one (on the last page whatever the page
-size): what the search test looks for.
+size), and `EXTRACT_NEEDLE` the extract of one citation only, a not-verbatim one added to the
+middle call (`middle_call`): what the search tests look for.
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from pathlib import Path
 import polars as pl
 
 NEEDLE = "zebra-needle-4471"
+EXTRACT_NEEDLE = "okapi words found in no sentence"
+
+
+def middle_call(copies: int, per_copy: int = 72) -> int:
+    """The 0-based plan index of the call holding EXTRACT_NEEDLE."""
+    return copies * per_copy // 2
 GROUP_TYPES = ("bridge", "comparison")
 GROUP_LEVELS = ("easy", "medium", "hard")
 
@@ -57,6 +64,14 @@ def scale_series(demo: Path, out: Path, copies: int) -> Path:
                 cite_rows.append({**cite, "call_id": new["call_id"], "case": new["case"]})
     last = call_rows[-1]
     last["answer"] = (last["answer"] or "") + " " + NEEDLE
+    middle = call_rows[middle_call(copies, per_copy)]
+    numbers = [int(str(c["citation"])) for c in cite_rows if c["call_id"] == middle["call_id"]]
+    cite_rows.append({"call_id": middle["call_id"], "case": middle["case"],
+                      "lang": middle["lang"], "variant": middle["variant"],
+                      "mode": middle["mode"], "rep": middle["rep"],
+                      "citation": max(numbers, default=-1) + 1, "id": "F1",
+                      "extract": EXTRACT_NEEDLE, "valid": False, "reason": "not_verbatim",
+                      "valid_folded": False, "reason_folded": "not_verbatim"})
     pl.DataFrame(call_rows, schema=calls.schema).write_parquet(out / "calls.parquet")
     pl.DataFrame(cite_rows, schema=citations.schema).write_parquet(out / "citations.parquet")
     pl.DataFrame(case_rows, schema={"case": pl.String, "type": pl.String, "level": pl.String}
