@@ -10,7 +10,7 @@ VENV := .venv
 STAMP := $(VENV)/.synced
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: demo test docs chromium screenshots lint bench clean
+.PHONY: demo test docs chromium postgresql screenshots lint bench clean
 
 $(UV):
 	$(PYTHON) -m venv .bootstrap
@@ -32,7 +32,7 @@ demo: $(STAMP)
 	$(VENV)/bin/fragbench run experiments/protocol-1.0 --series extractive-again --backend extractive --out outputs/demo
 	$(VENV)/bin/fragbench run experiments/protocol-1.0-token-window --series extractive --out outputs/demo
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium postgresql
 	$(VENV)/bin/ruff check src tests plugins benchmarks mutation
 	$(VENV)/bin/pytest -q -n 2 --dist loadfile
 
@@ -61,6 +61,26 @@ chromium:
 		export DEBIAN_FRONTEND=noninteractive; \
 		{ timeout 300 apt-get update -qq >/dev/null && timeout 900 apt-get install -y -qq chromium >/dev/null; } || \
 			echo "make test: apt-get could not install chromium: the browser tests will be skipped"; \
+	fi
+
+# The PostgreSQL ledger tests (tests/test_ledger_pg.py, and test_ledger.py's tests on both
+# stores) start a throwaway server from the system's binaries (tests/pg_server.py: initdb and
+# pg_ctl in a temporary folder, as the postgres user when root). Where there are none and we are
+# root with apt-get (CI), Debian's postgresql is installed (its own cluster is not used);
+# otherwise one line says the PostgreSQL tests will be skipped.
+postgresql:
+	@if command -v pg_config >/dev/null 2>&1 && [ -x "$$(pg_config --bindir)/initdb" ] || \
+		ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then \
+		:; \
+	elif [ "$$(id -u)" != 0 ]; then \
+		echo "make test: no PostgreSQL server binaries, and not root: the PostgreSQL tests will be skipped"; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "make test: no PostgreSQL server binaries, and no apt-get: the PostgreSQL tests will be skipped"; \
+	else \
+		echo "make test: installing Debian's postgresql for the ledger tests (apt-get)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		{ timeout 300 apt-get update -qq >/dev/null && timeout 900 apt-get install -y -qq postgresql >/dev/null; } || \
+			echo "make test: apt-get could not install postgresql: the PostgreSQL tests will be skipped"; \
 	fi
 
 # The PNGs under docs/screenshots/: the demo series' report.html and a stopped loopback
