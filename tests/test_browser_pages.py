@@ -162,3 +162,27 @@ def test_the_summary_comes_first_and_shows_each_group(chromium: Any, big: Path,
                 .group_by(key).agg(pl.len(), pl.col("n").sum()).sort(key))
         assert [[r[0], r[1], r[5]] for r in got[key]] == [
             [value, str(n), str(cited)] for value, n, cited in want.iter_rows()], key
+
+
+def test_the_grid_of_three_series_shows_differs_only(chromium: Any, extractive: Path,
+                                                     tmp_path: Path) -> None:
+    """`compare S1 S2 S3 --html`: the "differs only" filter leaves the one differing row;
+    without JavaScript every row is shown."""
+    from conftest import run_cli
+    from test_compare_page import three_series
+
+    page_file = tmp_path / "grid.html"
+    done = run_cli("compare", *map(str, three_series(extractive)), "--html", str(page_file))
+    assert done.returncode == 0, done.stderr
+    visible = "() => [...document.querySelectorAll('tr.cell-row')].filter(r => " \
+              "r.getClientRects().length > 0).map(r => r.dataset.case + ' ' + r.dataset.mode)"
+    with open_page(chromium, page_file) as opened:
+        page = opened.page
+        assert len(page.evaluate(visible)) == 72
+        page.select_option("#filter-differs", "true")
+        assert page.evaluate(visible) == ["price full"]
+        assert page.locator("output.shown").text_content() == "1"
+        assert page.locator("tr.cell-row[data-differs=true] td.side.diff").count() == 1
+        assert opened.elsewhere() == []
+    with open_page(chromium, page_file, javascript=False) as opened:
+        assert len(opened.page.evaluate(visible)) == 72

@@ -463,3 +463,60 @@ def test_a_bad_html_path_is_refused_before_anything_is_written(extractive: Path,
     assert result.stderr.startswith(f"fragbench: --html {blocker / 'page.html'}: {blocker} is "
                                     "a file, not a folder")
     assert not out.exists()
+
+
+# -- More than two series: the grid ---------------------------------------------------------------
+
+def three_series(extractive: Path) -> list[Path]:
+    """The demo series and two copies; the third's one cell counts a valid citation less."""
+    made = [extractive]
+    for name in ("copy-b", "copy-c"):
+        shutil.copytree(extractive, extractive.parent / name)
+        made.append(extractive.parent / name)
+    per_call = made[2] / "citations_per_call.parquet"
+    table = pl.read_parquet(per_call)
+    table.with_columns(pl.when(pl.col("call_id") == "price-en-A-full-r2")
+                       .then(pl.col("n_valid") - 1).otherwise(pl.col("n_valid"))
+                       .alias("n_valid")).write_parquet(per_call)
+    return made
+
+
+def test_three_series_grid_on_screen_and_differs_only(extractive: Path, tmp_path: Path) -> None:
+    series = [str(p) for p in three_series(extractive)]
+    whole = run_cli("compare", *series, "--out", str(tmp_path / "grid.parquet"))
+    assert whole.returncode == 0, whole.stderr
+    lines = whole.stdout.splitlines()
+    assert [ln.split(":")[0] for ln in lines[:3]] == ["S1", "S2", "S3"]
+    assert lines[3].split() == ["cell", "S1", "S2", "S3", "differs"]
+    assert len([ln for ln in lines[4:] if ln.endswith(("same", "differs"))]) == 72
+    assert "72 cells: 72 compared, of which 1 differ and 71 are the same" in whole.stdout
+    table = pl.read_parquet(tmp_path / "grid.parquet")
+    assert table.height == 72 and {"status_0", "status_2", "n_valid_2"} <= set(table.columns)
+    assert table.filter(pl.col("differs"))["case"].to_list() == ["price"]
+    only = run_cli("compare", *series, "--differs-only")
+    cells = [ln for ln in only.stdout.splitlines() if ln.endswith("differs")
+             and not ln.startswith("cell")]
+    assert [ln.split() for ln in cells] == [
+        next(ln for ln in lines if ln.startswith("price en A full r2")).split()]
+    assert "5v/0x" in cells[0] and "4v/0x" in cells[0]
+    two = run_cli("compare", series[0], series[2], "--differs-only")
+    assert [ln.split("  ")[0] for ln in two.stdout.splitlines()
+            if ln.rstrip().endswith("differs") and not ln.startswith("cell")] == [
+        "price en A full r2"]
+    one = run_cli("compare", series[0])
+    assert one.returncode == 2 and "two or more series" in one.stderr
+
+
+def test_three_series_grid_page(extractive: Path, tmp_path: Path) -> None:
+    series = [str(p) for p in three_series(extractive)]
+    page = tmp_path / "grid.html"
+    done = run_cli("compare", *series, "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    text = page.read_text(encoding="utf-8")
+    rows = re.findall(r'<tr class="cell-row" ([^>]*)>', text)
+    assert len(rows) == 72
+    assert sum('data-differs="true"' in r for r in rows) == 1
+    scripts, policy = scripts_and_policy(text)
+    assert scripts == [PAGE_JS.read_text(encoding="utf-8")]
+    assert policy["script-src"] == page_js_source()
+    assert 'id="filter-differs"' in text and "differs only" in text

@@ -386,32 +386,44 @@ def report(series_dir: Annotated[Path, typer.Argument(help="A recorded series fo
 
 @app.command()
 def compare(
-    series_a: Annotated[Path, typer.Argument(help="A series folder.")],
-    series_b: Annotated[Path, typer.Argument(help="Another series folder.")],
+    series: Annotated[list[Path], typer.Argument(
+        help="Two or more series folders (two: side by side; more: a grid of cells x "
+             "series).")],
     out: Annotated[Path | None, typer.Option(help="Also write the whole table (.parquet, .csv, "
                                              ".jsonl).")] = None,
-    html: Annotated[Path | None, typer.Option(help="Also write the two series side by side "
+    html: Annotated[Path | None, typer.Option(help="Also write the series cell by cell "
                                               "as one self-contained page (.html).")] = None,
+    differs_only: Annotated[bool, typer.Option(
+        "--differs-only", help="List only the cells that differ (the counts stay whole).")
+    ] = False,
 ) -> None:
-    """Join two series cell by cell (case, lang, variant, mode, rep), side by side.
+    """Join series cell by cell (case, lang, variant, mode, rep): two side by side, more as a
+    grid of cells x series.
 
     Prints the warnings first, one line per cell, then counts of cells (no score).
-    A cell differs when status, parsed, n_valid, n_invalid or conditions cited validly do.
+    A cell differs when status, parsed, n_valid, n_invalid or conditions cited validly do
+    (with more than two series: in any series, against the first).
     A cell not compared has no `differs` (null): neither the same nor different.
     """
     import polars as pl
 
-    from fragbench.compare import compare_series, summary
+    from fragbench.compare import compare_grid, compare_series, summary
+    from fragbench.errors import UsageError
     from fragbench.tables import check_output, write_table
 
+    if len(series) < 2:
+        raise UsageError("compare: name two or more series folders.")
     if out is not None:
         check_output(out, OUTPUT_FORMATS)
     if html is not None:
         # Checked like --out, before anything is written: a bad --html must not leave --out
         # written and then fail.
         check_output(html, (".html", ".htm"), "--html")
-    comparison = compare_series(series_a, series_b)
-    for line in summary(comparison):
+    if len(series) > 2:
+        _compare_grid(compare_grid(series), out, html, differs_only)
+        return
+    comparison = compare_series(series[0], series[1])
+    for line in summary(comparison, differs_only=differs_only):
         say(line)
     if out is not None:
         table = comparison.table
@@ -423,6 +435,28 @@ def compare(
         from fragbench.compare_html import write_compare_page
 
         write_compare_page(comparison, html, _redactor().text)
+        say(f"page written to {html}")
+
+
+def _compare_grid(grid: Any, out: Path | None, html: Path | None, differs_only: bool) -> None:
+    """`compare` of more than two series: the grid on screen, in --out and in --html."""
+    import polars as pl
+
+    from fragbench.compare import grid_summary
+    from fragbench.tables import write_table
+
+    for line in grid_summary(grid, differs_only=differs_only):
+        say(line)
+    if out is not None:
+        table = grid.table
+        if grid.warnings:
+            table = table.with_columns(pl.lit(" ".join(grid.warnings)).alias("warning"))
+        write_table(table, out)
+        say(f"written to {out}")
+    if html is not None:
+        from fragbench.compare_html import write_grid_page
+
+        write_grid_page(grid, html, _redactor().text)
         say(f"page written to {html}")
 
 

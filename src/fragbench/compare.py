@@ -321,12 +321,16 @@ def _verdict(row: dict[str, Any]) -> str:
     return "not compared"
 
 
-def summary(comparison: Comparison, width: int = SCREEN_WIDTH) -> list[str]:
+def summary(comparison: Comparison, width: int = SCREEN_WIDTH, differs_only: bool = False
+            ) -> list[str]:
     """What `fragbench compare` prints, narrow where the whole table (`--out`) is wide: the
     warnings, who is A and who is B, one line per cell (case lang variant mode rep, status
     A / B, valid citations A / B, differs, same or not compared), then counts of cells. Every
-    line fits `width` columns: a longer one wraps, indented. Counts of cells only, no score."""
+    line fits `width` columns: a longer one wraps, indented. Counts of cells only, no score.
+    With `differs_only`, only the cells that differ are listed (the counts stay whole)."""
     rows = comparison.table.to_dicts()
+    if differs_only:
+        rows = [r for r in rows if r["differs"]]
     cells = [" ".join(str(r[c]) if c != "rep" else f"r{r[c]}" for c in CELL) for r in rows]
     statuses = [_pair(r["status_a"], r["status_b"]) for r in rows]
     valid = [_pair(r["n_valid_a"], r["n_valid_b"]) for r in rows]
@@ -339,9 +343,138 @@ def summary(comparison: Comparison, width: int = SCREEN_WIDTH) -> list[str]:
               for c, s, v, r in zip(cells, statuses, valid, rows, strict=True)]
     n = comparison.counts
     lines.append(f"{n['cells']} cells: {n['compared']} compared, of which {n['differing']} "
-                 f"differ and {n['same']} are the same; {n['not_compared']} not compared.")
+                 f"differ and {n['same']} are the same; {n['not_compared']} not compared"
+                 + (f"; only the {len(rows)} that differ are listed." if differs_only else "."))
     wrapped = []
     for line in [*comparison.warnings, *comparison.sides, *lines]:
+        wrapped += textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False,
+                                 drop_whitespace=True) or [""]
+    return wrapped
+
+
+# -- More than two series: a grid of cells x series ---------------------------------------------
+
+GRID_SIDE = ["status", "parsed", "n_valid", "n_invalid", "conditions_cited_validly",
+             "request_sha256"]
+
+
+@attrs.frozen
+class Grid:
+    """Several series cell by cell (like promptfoo's matrix view): one row per planned cell and
+    repetition, per series its status and citation counts (columns FIELD_i, i the series'
+    position from 0). A cell is compared only when every series answered (completed or
+    incomplete) the same request; it `differs` when any series differs from the first in one
+    of DIFFERS_ON (null when not compared, as for two series)."""
+
+    dirs: list[Path]
+    infos: list[dict[str, Any]]
+    warnings: list[str]
+    table: pl.DataFrame
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Counts of cells, as Comparison.counts."""
+        compared = self.table.filter(pl.col("compared"))
+        differing = compared.filter(pl.col("differs")).height
+        return {"cells": self.table.height, "compared": compared.height,
+                "differing": differing, "same": compared.height - differing,
+                "not_compared": self.table.height - compared.height}
+
+    @property
+    def sides(self) -> list[str]:
+        """Who each column is: S1, S2, … (a non-model baseline named as such)."""
+        return [f"S{i + 1}: {describe(info)}" for i, info in enumerate(self.infos)]
+
+
+def compare_grid(paths: list[Path]) -> Grid:
+    """Every series read (each one series folder), the provider guard applied to every pair,
+    and the grid built: one row per cell present in any series."""
+    sides = [_side(p) for p in paths]
+    for i, (_, a, _) in enumerate(sides):
+        for _, b, _ in sides[i + 1:]:
+            _refuse_partial_provider_comparison(a, b)
+    table: pl.DataFrame | None = None
+    for i, (_, _, calls) in enumerate(sides):
+        part = calls.select(*CELL, *(pl.col(c).alias(f"{c}_{i}") for c in GRID_SIDE))
+        table = part if table is None else table.join(part, on=CELL, how="full",
+                                                       coalesce=True)
+    assert table is not None
+    n = len(sides)
+    answered = [pl.col(f"status_{i}").is_in(ANSWERED) for i in range(n)]
+    same_request = [pl.col(f"request_sha256_{i}") == pl.col("request_sha256_0")
+                    for i in range(1, n)]
+    changed = []
+    for i in range(1, n):
+        for field in DIFFERS_ON:
+            a, b = pl.col(f"{field}_0"), pl.col(f"{field}_{i}")
+            if field == "conditions_cited_validly":
+                a, b = a.list.unique().list.sort(), b.list.unique().list.sort()
+            changed.append(a.ne_missing(b))
+    table = table.with_columns(
+        pl.all_horizontal([*answered, *same_request]).fill_null(False).alias("compared"),
+    ).with_columns(
+        pl.when(pl.col("compared")).then(pl.any_horizontal(changed)).alias("differs"),
+    ).sort(CELL)
+    columns = [*CELL, "compared", "differs"]
+    columns += [f"{c}_{i}" for i in range(n) for c in GRID_SIDE if c != "request_sha256"]
+    table = table.select(columns)
+    infos = [info for _, info, _ in sides]
+    warnings = []
+    if len({info["plan_sha256"] for info in infos}) > 1:
+        warnings.append("WARNING: the series ran different frozen plans; cells whose requests "
+                        "differ are not compared.")
+    for i, info in enumerate(infos):
+        if info["state"] != "complete":
+            stop = info.get("stop")
+            where = (f" at call {stop['seq']} ({stop['reason']}: {stop['detail']})" if stop
+                     else "")
+            warnings.append(f"WARNING: series S{i + 1}, {info['series']}, is {info['state']}"
+                            f"{where}.")
+    uncompared = table.filter(~pl.col("compared")).height
+    if uncompared:
+        warnings.append(f"WARNING: {uncompared} of {table.height} cells are not compared "
+                        "(not every series answered the same request); they are never "
+                        "counted as compared.")
+    return Grid([d for d, _, _ in sides], infos, warnings, table)
+
+
+def _grid_side(row: dict[str, Any], i: int) -> str:
+    status = row[f"status_{i}"]
+    if status is None:
+        return "absent"
+    valid, invalid = row[f"n_valid_{i}"], row[f"n_invalid_{i}"]
+    counts = "" if valid is None else f" {valid}v/{invalid}x"
+    return f"{status}{counts}"
+
+
+def grid_summary(grid: Grid, differs_only: bool = False, width: int = SCREEN_WIDTH
+                 ) -> list[str]:
+    """What `fragbench compare S1 S2 S3 …` prints: the warnings, who each column is, then one
+    line per cell (case lang variant mode rep, then per series its status and valid/invalid
+    citations, `Nv/Mx`, then differs, same or not compared), then counts of cells. With
+    `differs_only`, only the cells that differ are listed (the counts stay whole)."""
+    rows = grid.table.to_dicts()
+    if differs_only:
+        rows = [r for r in rows if r["differs"]]
+    n = len(grid.infos)
+    cells = [" ".join(str(r[c]) if c != "rep" else f"r{r[c]}" for c in CELL) for r in rows]
+    sides = [[_grid_side(r, i) for i in range(n)] for r in rows]
+    w_cell = max([len("cell"), *map(len, cells)])
+    widths = [max([len(f"S{i + 1}"), *(len(s[i]) for s in sides)]) for i in range(n)]
+    head = f"{'cell':<{w_cell}}  " + "  ".join(f"{f'S{i + 1}':<{w}}"
+                                                for i, w in enumerate(widths)) + "  differs"
+    lines = [head]
+    for cell, side, row in zip(cells, sides, rows, strict=True):
+        verdict = ("differs" if row["differs"] else "same") if row["compared"] \
+            else "not compared"
+        lines.append(f"{cell:<{w_cell}}  " + "  ".join(
+            f"{s:<{w}}" for s, w in zip(side, widths, strict=True)) + f"  {verdict}")
+    c = grid.counts
+    lines.append(f"{c['cells']} cells: {c['compared']} compared, of which {c['differing']} "
+                 f"differ and {c['same']} are the same; {c['not_compared']} not compared"
+                 + (f"; only the {len(rows)} that differ are listed." if differs_only else "."))
+    wrapped = []
+    for line in [*grid.warnings, *grid.sides, *lines]:
         wrapped += textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False,
                                  drop_whitespace=True) or [""]
     return wrapped

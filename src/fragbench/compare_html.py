@@ -170,3 +170,55 @@ def write_compare_page(comparison: Comparison, path: Path, redact: Redact) -> No
     text = render(comparison, redact)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(path, text)
+
+
+GRID_TEMPLATE = "compare_grid.html.j2"
+
+
+def grid_context(grid: Any) -> dict[str, Any]:
+    """What the grid page shows: the warnings, who each column is, and per cell its verdict
+    and per series its status, whether it parsed and its citation counts (compare.Grid)."""
+    n = len(grid.infos)
+    rows = []
+    for row in grid.table.to_dicts():
+        rows.append({
+            **{c: row[c] for c in CELL},
+            "compared": row["compared"], "differs": row["differs"],
+            "sides": [{"status": row[f"status_{i}"] or "",
+                       "words": {None: "absent", "not_sent": "never sent"}.get(
+                           row[f"status_{i}"], row[f"status_{i}"]),
+                       "parsed": _fmt(row[f"parsed_{i}"]),
+                       "valid": _fmt(row[f"n_valid_{i}"]), "invalid": _fmt(row[f"n_invalid_{i}"]),
+                       "conditions": _fmt(row[f"conditions_cited_validly_{i}"]),
+                       "differs": i > 0 and bool(row["differs"]) and any(
+                           row[f"{f}_{i}"] != row[f"{f}_0"] for f in
+                           ("status", "parsed", "n_valid", "n_invalid"))}
+                      for i in range(n)],
+        })
+    options = {c: sorted({str(r[c]) for r in rows}) for c in CELL if c != "rep"}
+    return {
+        "warnings": list(grid.warnings),
+        "series": [_series(f"S{i + 1}", info, where, [])
+                   for i, (info, where) in enumerate(zip(grid.infos, grid.dirs, strict=True))],
+        "rows": rows,
+        "counts": grid.counts,
+        "filters": [
+            ("differs", "differs only", [("true", "differs"), ("false", "the same")],
+             "data-differs", "exact"),
+            *[(c, c, options[c], f"data-{c}", "exact") for c in ("case", "lang", "variant",
+                                                                  "mode")],
+            ("compared", "compared", [("true", "compared"), ("false", "not compared")],
+             "data-compared", "exact"),
+        ],
+    }
+
+
+def write_grid_page(grid: Any, path: Path, redact: Redact) -> None:
+    """The grid of more than two series as one self-contained page (the compare page's base,
+    script and escaping), written beside, then renamed into place."""
+    from fragbench.journal import write_text_atomically
+    from fragbench.report_html import environment
+
+    text = environment(redact).get_template(GRID_TEMPLATE).render(grid_context(grid))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomically(path, text)
