@@ -94,7 +94,9 @@ def _row(record: dict[str, Any]) -> str:
 
 @ledger_app.command()
 def show(budget: BudgetArg) -> None:
-    """Print the budget's records, its totals and the state of its chain. Exit 4 (one line
+    """Print the budget's records, its totals and the state of its chain.
+
+    Exit 4 (one line
     naming the first bad record) when the chain or a record is broken, after the records read
     before it."""
     ledger, error = _read(budget, kept=True)
@@ -111,7 +113,9 @@ def show(budget: BudgetArg) -> None:
 
 @ledger_app.command()
 def verify(budget: BudgetArg) -> None:
-    """Audit the budget's ledger: the chain, the genesis record, every amount, each call's
+    """Audit the budget's ledger; one line, exit 0, or exit 4 naming the first bad record.
+
+    Checked: the chain, the genesis record, every amount, each call's
     reservation and outcome (and, on a server, the head it keeps). Exit 0 with one line, or
     exit 4 with one line naming the first bad record."""
     ledger, _ = _read(budget, kept=False)
@@ -123,10 +127,12 @@ def verify(budget: BudgetArg) -> None:
 def move(budget: BudgetArg,
          to: Annotated[str, typer.Option(help="The server: postgresql://user:password@host:"
                                               "port/database (never printed).")]) -> None:
-    """Move a file ledger (FRAGBENCH_LEDGER_DIR's, or the default folder's) into a PostgreSQL
-    server, its chain intact: every record copied with its exact text (every hash kept), the
-    copy verified before and after it commits; the file then ends with a `moved` record and
-    is refused by later runs. Refused when the server already holds the budget."""
+    """Move a file ledger into a PostgreSQL server, its chain intact.
+
+    The file is FRAGBENCH_LEDGER_DIR's (or the default folder's): every record copied with
+    its exact text (every hash kept), the copy verified before and after it commits; the file
+    then ends with a `moved` record and is refused by later runs. Refused when the server
+    already holds the budget."""
     from fragbench.ledger import LEDGER_ENV, Ledger, ledger_dir
     from fragbench.ledger_pg import move as do_move
 
