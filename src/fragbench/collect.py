@@ -1,11 +1,25 @@
-"""The collector: one loop for every backend, calls one at a time in the frozen order.
+"""The collector: one loop for every backend, calls started in the frozen order.
 
-Before each call: everything still planned, this call included, must fit in the balance, which
-is the budget's ledger brought up to date with what any other run appended, under the ledger's
-lock so that two runs on one budget take turns. Then the reservation is written and fsync'ed
-(ledger, then series journal), the request goes out once (no retry), and the outcome is written
-and fsync'ed the same way. A write that fails (a full disk) stops the series at once: nothing
-more is sent, and a call already sent stays counted at its reservation.
+Before each call starts: everything still planned, this call included, must fit in the
+balance, which is the budget's ledger brought up to date with what any other run appended,
+under the ledger's lock so that two runs on one budget take turns. The calls in flight are in
+that balance at their whole reservations until their outcomes are written. Then the
+reservation is written and fsync'ed (ledger, then series journal), the request goes out once
+(no retry), and the outcome is written and fsync'ed the same way. A write that fails (a full
+disk) stops the series at once: nothing more is sent, a call already sent stays counted at
+its reservation, and calls still in flight are not awaited (their answers could not be
+written: they stay counted at their reservations).
+
+Calls in flight (`max_in_flight = N` in the backend's table; protocol 1.0 has 1): up to N
+calls are sent at once, each from a thread of its own, started in the frozen order and paced
+under the backend's `requests_per_minute` and `tokens_per_minute` (`fragbench.pacing`). Their
+outcomes are recorded as they come back, in any order (the journal's reader takes them so).
+At the first stop reason (any of those below, or an interruption) no call starts; the calls
+in flight are awaited, each within its backend's deadline, and recorded as any other; then
+the series records one stop: the one of the lowest seq among every stop reason met, ties on
+one call going technical failure, changed model, unknown cost, budget, interruption. So the
+stop is the one a one-at-a-time run would have met first, whatever order the answers came
+back in; calls after it that were already in flight are recorded too.
 
 Stop rules (protocol 1.0, "Arrêt au premier échec technique, changement de modèle ou coût
 inconnu"; no automatic retry or resume):
@@ -15,7 +29,8 @@ inconnu"; no automatic retry or resume):
   there;
 - changed model: the first response's model must be the requested one or a dated snapshot of
   it (the contract's snapshot suffix, `name-YYYY-MM-DD` by default); a later response whose
-  model differs from the first one's is recorded, then the series stops;
+  model differs from the first one's is recorded, then the series stops. With calls in
+  flight, "first" is the response of the lowest seq (not the first to arrive);
 - unknown cost: no usage or a usage field missing (of those the backend's contract declares),
   a usage the request could not produce (more output tokens than the contract's output
   ceiling, more input tokens than its byte bound plus the framing tokens), a service tier
@@ -29,15 +44,19 @@ tier); an impossible usage is never priced. A request that provably never left t
 (`BackendFailure.never_sent`) is counted at zero.
 
 Interrupted (an `Interruption` requested: a signal in the CLI): no call starts after the
-request; the call in flight is awaited, within its backend's deadline, and recorded as any
-other; then the series stops with reason `interrupted`, at the first call not sent. A second
-request abandons the wait: that call stays counted at its reservation with no outcome, and the
-stop names it. Progress reports are best effort: an OSError from `on_progress` (a closed
+request; the calls in flight are awaited, within their backend's deadline, and recorded as any
+other; then the series stops with reason `interrupted`, at the first call not sent (unless a
+call of a lower seq met another stop reason). A second request abandons the wait: the calls
+still in flight stay counted at their reservations with no outcome, and the stop names the
+first of them. Progress reports are best effort: an OSError from `on_progress` (a closed
 terminal or pipe) is ignored and changes nothing that is recorded.
 
 Record first, then look: a session that offers `on_body` (`fragbench.transport.SDKSession`)
 hands each response's body, as it arrived, to the collector before anything parses it; the
-collector journals it (`received`: call_id, seq, http_status, raw) and fsyncs it. If that write
+collector journals it (`received`: call_id, seq, http_status, raw) and fsyncs it. With one
+call in flight `on_body` is set before each call (plugin API 1.0); with more, it is set once
+and tells the calls apart by the sending thread, which a session promises by declaring
+`concurrent = True` (`concurrency_problem`). If that write
 fails the series stops as cannot_record, and the body is printed instead. A session that hands
 over more than one body for one call sent more than one request (a retry, on a client of the
 backend's own): every body is journaled, the call is a technical failure (`second_request`)
@@ -48,6 +67,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import queue
 import re
 import threading
 from collections.abc import Callable
@@ -64,6 +84,7 @@ from fragbench.interfaces import SNAPSHOT, BackendFailure, Reply, Session, Usage
 from fragbench.interruption import Interruption
 from fragbench.journal import Journal
 from fragbench.ledger import Ledger
+from fragbench.pacing import Pacer
 from fragbench.plan import PlannedCall
 from fragbench.transport import NEVER_SENT
 
@@ -117,6 +138,9 @@ class Progress:
     budget_used: Decimal | None
     """Prior spend plus every series drawing on the budget; None if unpriced."""
     ceiling: Decimal | None
+    done: int | None = None
+    """How many calls have their outcome recorded, this one included (with calls in flight,
+    outcomes come in any order: `seq` says which call, `done` how far the series is)."""
 
 
 LEDGER_FIELDS = ("type", "call_id", "seq", "reserved_usd", "status", "cost_usd", "counted_usd")
@@ -239,6 +263,49 @@ def _progress(call: PlannedCall, total: int, status: str, spent_here: Decimal,
                     book.budget.prior_spend_usd + book.spent(), book.budget.ceiling_usd)
 
 
+def concurrency_problem(session: Any, backend: BackendConfig) -> str | None:
+    """Why `session` cannot have `backend`'s calls in flight at once, or None.
+
+    Above one call in flight the session must declare `concurrent = True`, which promises:
+    `send` may be called from several threads at once, and `on_body`, when the session has
+    it, is read at each call and called from the thread that called `send`, before `send`
+    returns (the collector sets it once, and tells the calls apart by their thread).
+    `fragbench.transport.SDKSession` and `JSONSession` keep both promises. A session written
+    for one call at a time (API 1.0, which sets `on_body` before each call) keeps working at
+    `max_in_flight = 1`."""
+    if backend.concurrency.max_in_flight > 1 and getattr(session, "concurrent", False) is not True:
+        return (f"backends.{backend.name}.max_in_flight is {backend.concurrency.max_in_flight}, "
+                f"but the session of backend plugin {backend.plugin!r} does not declare "
+                "`concurrent = True` (send callable from several threads, on_body called in "
+                "the sending thread): set max_in_flight = 1, or use a backend whose session "
+                "declares it (docs/plugins.md, 'Calls in flight')")
+    return None
+
+
+def token_bounds(calls: list[PlannedCall], input_bounds: dict[int, int],
+                 backend: BackendConfig) -> dict[int, int]:
+    """Each call's token bound, what `tokens_per_minute` counts: its input bound (UTF-8 bytes
+    plus framing tokens) plus the contract's output ceiling."""
+    ceiling = backend.contract.output_ceiling if backend.contract is not None else 0
+    return {c.seq: input_bounds.get(c.seq, 0) + ceiling for c in calls}
+
+
+def pacing_problem(calls: list[PlannedCall], input_bounds: dict[int, int],
+                   backend: BackendConfig) -> str | None:
+    """Why the plan's calls cannot be paced under `backend`'s tokens_per_minute, or None: a
+    call that alone bounds more tokens than a minute allows could never start."""
+    limit = backend.concurrency.tokens_per_minute
+    if limit is None:
+        return None
+    for seq, tokens in token_bounds(calls, input_bounds, backend).items():
+        if tokens > limit:
+            return (f"backends.{backend.name}.tokens_per_minute is {limit}, but call {seq} "
+                    f"alone bounds {tokens} tokens (its input bytes and framing tokens plus "
+                    "the output ceiling): raise the limit to what the provider allows, or "
+                    "lower the output ceiling")
+    return None
+
+
 def collect(
     calls: list[PlannedCall],
     reservations: dict[int, Decimal],
@@ -250,16 +317,29 @@ def collect(
     input_bounds: dict[int, int] | None = None,
     interruption: Interruption | None = None,
     notice: Callable[[str], None] = lambda line: None,
+    pacer: Pacer | None = None,
 ) -> Stop | None:
     """Run the calls; return why the series stopped, or None when every call went.
 
     `input_bounds` (seq -> the request's UTF-8 bytes plus the framing tokens) bounds the input
     tokens a call can report; a usage above it is impossible. `interruption`, when requested,
     stops the series (module docstring); `notice` receives one line when a request arrives
-    while a call is in flight (what is awaited, and how to abandon it).
+    while calls are in flight (what is awaited, and how to abandon it). `pacer` spaces the
+    starts (default: one built from the backend's requests_per_minute and tokens_per_minute).
+
+    ValueError, before anything is written, for a session that cannot take the backend's
+    max_in_flight (`concurrency_problem`) or calls that no pacing lets start
+    (`pacing_problem`): `fragbench run` refuses both first, in one line.
     """
+    bounds = input_bounds or {}
+    problem = concurrency_problem(session, backend) or pacing_problem(calls, bounds, backend)
+    if problem is not None:
+        raise ValueError(problem)
+    limits = backend.concurrency
+    if pacer is None and (limits.requests_per_minute or limits.tokens_per_minute):
+        pacer = Pacer(limits.requests_per_minute, limits.tokens_per_minute)
     state = _Collection(calls, reservations, session, backend, journal, book, on_progress,
-                        input_bounds or {}, interruption or Interruption(), notice)
+                        bounds, interruption or Interruption(), notice, pacer)
     try:
         return state.run()
     except (OSError, FragbenchError) as exc:  # a full disk, a ledger that became unusable
@@ -268,30 +348,76 @@ def collect(
         return state.cannot_record(exc.cause)
 
 
+@attrs.define(eq=False)
+class _Flight:
+    """One call in flight: sent from a thread of its own."""
+
+    call: PlannedCall
+    reserved: Decimal
+    listening: bool = True
+    """Whether a body for it may still be journaled: until the collector takes its outcome
+    (or gives it up). Read and written under `_Collection.lock`."""
+    bodies: int = 0
+    """How many bodies the session handed `on_body` for this call: more than one is a retry
+    (each may be billed), whatever the session then returns."""
+    unreceived: tuple[dict[str, Any], BaseException] | None = None
+    """A body that arrived and could not be journaled, with the error."""
+    result: tuple[bool, Any] | None = None
+    """(True, the Reply) or (False, what `send` raised), once `send` returned."""
+
+
+STOP_RANK = ("technical_failure", "changed_model", "unknown_cost", "budget", "interrupted")
+"""Of two stop reasons on one call, the one recorded: the order protocol 1.0's rules are
+checked in (a call not sent: budget before interruption, as the check came first)."""
+
+
+def _first(stops: list[Stop]) -> Stop:
+    """The stop of the lowest seq (the order of the frozen plan, whatever order the answers
+    came back in): what the series records. Ties on one call go by STOP_RANK."""
+    return min(stops, key=lambda s: (s.seq, STOP_RANK.index(s.reason)
+                                     if s.reason in STOP_RANK else len(STOP_RANK)))
+
+
 class _Collection:
     def __init__(self, calls: list[PlannedCall], reservations: dict[int, Decimal],
                  session: Session, backend: BackendConfig, journal: Journal,
                  book: BudgetBook | None, on_progress: Callable[[Progress], None],
                  input_bounds: dict[int, int], interruption: Interruption,
-                 notice: Callable[[str], None]) -> None:
+                 notice: Callable[[str], None], pacer: Pacer | None) -> None:
         self.calls, self.reservations, self.session = calls, reservations, session
         self.backend, self.journal, self.book = backend, journal, book
         self.on_progress, self.input_bounds = on_progress, input_bounds
-        self.interruption, self.notice = interruption, notice
-        self.receiving = threading.Lock()
-        """Held while a `received` record is written from the thread the session calls back
-        in, and while the collector stops listening, so that no late write follows."""
-        self.listening: PlannedCall | None = None
-        """The call whose body may still be journaled: only while the collector waits for it."""
-        self.unreceived: tuple[dict[str, Any], BaseException] | None = None
-        self.bodies = 0
-        """How many bodies the session handed `on_body` for the call in flight: more than one
-        is a retry (each may be billed), whatever the session then returns."""
+        self.interruption, self.notice, self.pacer = interruption, notice, pacer
+        self.in_flight_max = backend.concurrency.max_in_flight
+        self.tokens = token_bounds(calls, input_bounds, backend) if pacer is not None else {}
+        self.lock = threading.Lock()
+        """Held for every journal write (the `received` records come from the threads the
+        calls are sent from) and while a call's listening state changes, so that no body is
+        journaled after its call was given up."""
+        self.flights: dict[int, _Flight] = {}
+        """The calls in flight, by seq. Only the collector's own thread reads or changes it."""
+        self.done: queue.Queue[_Flight] = queue.Queue()
+        """Flights whose `send` returned, as they return."""
+        self.sending = threading.local()
+        """The flight each sending thread carries (`dispatch` finds a body's call by it)."""
         self.snapshot = backend.contract.snapshot if backend.contract is not None else SNAPSHOT
         self.spent_here = Decimal(0)
+        self.settled = 0
+        """Calls whose outcome is recorded."""
         self.current: PlannedCall | None = None
         self.pending: dict[str, Any] | None = None
         """An outcome received and not yet on disk."""
+        self.stops: list[Stop] = []
+        """Every stop reason met so far; the series records the first by seq (`_first`)."""
+        self.models: dict[int, str | None] = {}
+        """The model of every reply, by seq: the one of the lowest seq is "the first"."""
+        self.told = False
+        self.by_seq = {c.seq: c for c in calls}
+
+    def write(self, record: dict[str, Any]) -> None:
+        """One journal record, never at the same time as another thread's."""
+        with self.lock:
+            self.journal.append(record)
 
     def record(self, entry: dict[str, Any]) -> None:
         """Two durable writes, ordered so that a crash between them errs on the safe side.
@@ -306,23 +432,26 @@ class _Collection:
         counted = entry.get("counted_usd")
         above = counted is not None and Decimal(counted) > self.reservations[entry["seq"]]
         if entry["type"] == "outcome" and not above:
-            self.journal.append(entry)
+            self.write(entry)
             self.pending = None  # on disk: nothing left to print if the ledger then fails
             if self.book is not None:
                 self.book.record(entry)
             return
         if self.book is not None:
             self.book.record(entry)
-        self.journal.append(entry)
+        self.write(entry)
 
     def stop_here(self, stop: Stop) -> Stop:
         stop = attrs.evolve(stop, detail=self.journal.redactor.text(stop.detail))  # printed too
-        self.journal.append({"type": "stop", **attrs.asdict(stop, filter=lambda a, v:
-                                                               a.name not in NOT_RECORDED)})
+        self.write({"type": "stop", **attrs.asdict(stop, filter=lambda a, v:
+                                                   a.name not in NOT_RECORDED)})
         return stop
 
     def cannot_record(self, exc: BaseException) -> Stop:
-        self.give_up()
+        """Nothing more can be recorded: no call starts, and the calls still in flight are not
+        awaited (their answers could not be written); they stay counted at their
+        reservations, and the session is left open under them (`abandoned`)."""
+        left = self.give_up_all()
         call = self.current or self.calls[0]
         if isinstance(exc, OSError) and exc.filename and exc.strerror:
             cause = f"cannot write {exc.filename} ({exc.strerror})"
@@ -334,12 +463,15 @@ class _Collection:
             cause = f"cannot record ({type(exc).__name__}: {exc})"
         detail = (f"{cause}; nothing more was sent, and a call already sent stays counted at "
                   "its reservation")
+        if left:
+            detail += (f" (calls {', '.join(str(f.call.seq) for f in left)} were in flight: "
+                       "not awaited)")
         unrecorded = None
         if self.pending is not None:
             unrecorded = json.dumps(self.journal.redactor.value(self.pending), ensure_ascii=True)
         stop = Stop("cannot_record", self.journal.redactor.text(detail), call.id, call.seq,
-                    unrecorded)
-        with contextlib.suppress(OSError):  # the disk may still refuse; the stop is printed
+                    unrecorded, abandoned=bool(left))
+        with contextlib.suppress(OSError), self.lock:  # the disk may still refuse; printed
             self.journal.append({"type": "stop", "reason": stop.reason, "detail": stop.detail,
                                  "call_id": stop.call_id, "seq": stop.seq})
         return stop
@@ -347,175 +479,266 @@ class _Collection:
     def progress(self, call: PlannedCall, status: str) -> None:
         # Printed as it came: whoever prints it redacts it (the CLI's reporter), as it redacts
         # every line it prints. Best effort: a closed terminal or pipe stops no collection.
+        self.settled += 1
         with contextlib.suppress(OSError):
-            self.on_progress(_progress(call, len(self.calls), status, self.spent_here,
-                                       self.book))
+            self.on_progress(attrs.evolve(
+                _progress(call, len(self.calls), status, self.spent_here, self.book),
+                done=self.settled))
 
-    # The call in flight ------------------------------------------------------------------------
+    # The calls in flight ----------------------------------------------------------------------
 
-    def receiver(self, call: PlannedCall) -> Callable[[str, int], None]:
-        """The session's `on_body` for `call`: journal the body as it arrived (redacted,
-        fsync'ed) before anything parses it. A write that fails is remembered, since the
-        session turns whatever its callback raises into a failure of its own."""
+    def receive(self, flight: _Flight, raw: str, http_status: int) -> None:
+        """Journal a body as it arrived (redacted, fsync'ed) before anything parses it. A write
+        that fails is remembered, since the session turns whatever its callback raises into a
+        failure of its own."""
+        call = flight.call
+        with self.lock:
+            if not flight.listening:  # a body after its call was given up
+                return
+            flight.bodies += 1  # every body is kept: a second one is what a retry paid for
+            record = {"type": "received", "call_id": call.id, "seq": call.seq,
+                      "http_status": http_status, "raw": raw}
+            try:
+                self.journal.append(record)
+            except BaseException as exc:
+                flight.unreceived = (record, exc)
+                raise
+
+    def receiver(self, flight: _Flight) -> Callable[[str, int], None]:
+        """The session's `on_body` for one call (one call in flight: set before each)."""
         def received(raw: str, http_status: int) -> None:
-            with self.receiving:
-                if self.listening is not call:  # a body after its call was given up
-                    return
-                self.bodies += 1  # every body is kept: a second one is what a retry paid for
-                record = {"type": "received", "call_id": call.id, "seq": call.seq,
-                          "http_status": http_status, "raw": raw}
-                try:
-                    self.journal.append(record)
-                except BaseException as exc:
-                    self.unreceived = (record, exc)
-                    raise
+            self.receive(flight, raw, http_status)
         return received
 
-    def give_up(self) -> None:
-        """No `received` record is written from now on (until the next call is sent): a
-        session may call back after it returned (a worker left running at its deadline), and
-        the journal may be closing."""
-        with self.receiving:
-            self.listening = None
+    def dispatch(self, raw: str, http_status: int) -> None:
+        """The session's `on_body` with calls in flight (set once): the body is the call's
+        that the calling thread sends (`concurrency_problem` says what a session promises)."""
+        flight = getattr(self.sending, "flight", None)
+        if flight is None:
+            # Not from a thread sending a call: whose body it is cannot be known, so it is
+            # refused; the session fails the call with it, counted at its reservation.
+            raise RuntimeError("on_body was called outside the thread that sends the call")
+        self.receive(flight, raw, http_status)
 
-    def send(self, call: PlannedCall) -> Reply:
-        """The session's answer to `call`, sent from a thread of its own, so that the wait
-        here can look at the interruption; _Abandoned when a second request gives it up."""
-        if hasattr(self.session, "on_body"):
-            self.session.on_body = self.receiver(call)
-        self.unreceived = None
-        with self.receiving:
-            self.listening = call
-            self.bodies = 0
-        outcome: list[tuple[bool, Any]] = []
-        done = threading.Event()
+    def give_up(self, flight: _Flight) -> None:
+        """No `received` record is written for `flight` from now on: a session may call back
+        after it returned (a worker left running at its deadline), and the journal may be
+        closing."""
+        with self.lock:
+            flight.listening = False
+
+    def give_up_all(self) -> list[_Flight]:
+        """Give up every call still in flight; returns them, lowest seq first."""
+        left = sorted(self.flights.values(), key=lambda f: f.call.seq)
+        for flight in left:
+            self.give_up(flight)
+        return left
+
+    def start(self, flight: _Flight) -> None:
+        """Send `flight`'s call from a thread of its own, so that the collector can wait for
+        any call in flight while it looks at the interruption."""
+        if self.in_flight_max == 1 and hasattr(self.session, "on_body"):
+            self.session.on_body = self.receiver(flight)
 
         def work() -> None:
+            self.sending.flight = flight
             try:
-                outcome.append((True, self.session.send(call.request)))
+                flight.result = (True, self.session.send(flight.call.request))
             except BaseException as exc:  # handed to the collector, which decides
-                outcome.append((False, exc))
+                flight.result = (False, exc)
             finally:
-                done.set()
+                self.done.put(flight)
 
-        threading.Thread(target=work, name=f"fragbench-call-{call.seq}", daemon=True).start()
-        told = False
-        while not done.wait(POLL_SECONDS):
-            interruption = self.interruption
-            if interruption.abandon:
-                self.give_up()
-                raise _Abandoned
-            if interruption.requested and not told:
-                told = True
-                timeout = getattr(self.session, "timeout", None)
-                deadline = f" (its deadline: {timeout:g} s)" if isinstance(
-                    timeout, int | float) else ""
-                with contextlib.suppress(OSError):  # said best effort, as progress is
-                    self.notice(f"{interruption.name}: no new call will start; waiting for "
-                                f"the answer to call {call.seq}/{len(self.calls)}, already "
-                                f"sent and paid for, to record it{deadline}; "
-                                f"{interruption.again} to abandon it (it then stays counted "
-                                "at its reservation)")
-        self.give_up()
-        if self.unreceived is not None:
-            self.pending, cause = self.unreceived
+        self.flights[flight.call.seq] = flight
+        if self.pacer is not None:
+            self.pacer.started(self.tokens.get(flight.call.seq, 0))
+        threading.Thread(target=work, name=f"fragbench-call-{flight.call.seq}",
+                         daemon=True).start()
+
+    def wait(self, seconds: float) -> None:
+        """Wait at most `seconds` for a call in flight to return, and record it if one did;
+        _Abandoned when a second request gives up the calls in flight."""
+        try:
+            flight = self.done.get(timeout=max(seconds, 0.0))
+        except queue.Empty:
+            flight = None
+        if flight is not None:
+            self.settle(flight)
+        interruption = self.interruption
+        if not self.flights:
+            return
+        if interruption.abandon:
+            raise _Abandoned
+        if interruption.requested and not self.told:
+            self.told = True
+            self.tell()
+
+    def tell(self) -> None:
+        """The line that says what an interruption now waits for, and how to abandon it."""
+        interruption = self.interruption
+        timeout = getattr(self.session, "timeout", None)
+        deadline = f" (its deadline: {timeout:g} s)" if isinstance(timeout, int | float) else ""
+        seqs = sorted(self.flights)
+        if len(seqs) == 1:
+            waiting = (f"waiting for the answer to call {seqs[0]}/{len(self.calls)}, already "
+                       f"sent and paid for, to record it{deadline}; {interruption.again} to "
+                       "abandon it (it then stays counted at its reservation)")
+        else:
+            waiting = (f"waiting for the answers to the {len(seqs)} calls in flight "
+                       f"({', '.join(map(str, seqs))} of {len(self.calls)}), already sent and "
+                       f"paid for, to record them{deadline}; {interruption.again} to abandon "
+                       "them (they then stay counted at their reservations)")
+        with contextlib.suppress(OSError):  # said best effort, as progress is
+            self.notice(f"{interruption.name}: no new call will start; {waiting}")
+
+    def settle(self, flight: _Flight) -> None:
+        """Record what came back for `flight` (it has returned) and note any stop it causes."""
+        del self.flights[flight.call.seq]
+        self.give_up(flight)
+        call = self.current = flight.call
+        if flight.unreceived is not None:
+            self.pending, cause = flight.unreceived
             raise _NotRecorded(cause)
-        succeeded, value = outcome[0]
-        if succeeded:
-            return value  # type: ignore[no-any-return]
-        raise value
+        assert flight.result is not None
+        succeeded, value = flight.result
+        if not succeeded and not isinstance(value, Exception):
+            raise value  # KeyboardInterrupt, SystemExit: not the backend's to decide
+        stop: Stop | None
+        if not succeeded:  # any failure to get a usable response is technical
+            stop = self.failed(flight, self.retried(flight, value)
+                               if flight.bodies > 1 else value)
+        elif flight.bodies > 1:
+            stop = self.failed(flight, self.retried(flight, value))
+        else:
+            stop = self.answered(call, flight.reserved, value)
+        if stop is not None:
+            self.stops.append(stop)
+
+    # The loop ---------------------------------------------------------------------------------
+
+    def run(self) -> Stop | None:
+        """Start the calls in the frozen order, at most max_in_flight at once and as fast as
+        the pacing allows; at the first stop reason, start none and await the ones in flight;
+        then record the first stop by seq (or the end)."""
+        if self.in_flight_max > 1 and hasattr(self.session, "on_body"):
+            self.session.on_body = self.dispatch
+        calls = self.calls
+        index = 0  # the next call to start
+        try:
+            while True:
+                while not self.done.empty():  # record what came back before deciding
+                    self.settle(self.done.get())
+                going = not self.stops and not self.interruption.requested
+                if going and index < len(calls) and len(self.flights) < self.in_flight_max:
+                    delay = 0.0 if self.pacer is None else self.pacer.delay(
+                        self.tokens.get(calls[index].seq, 0))
+                    if delay > 0:
+                        self.wait(min(delay, POLL_SECONDS))
+                        continue
+                    if self.begin(index):
+                        index += 1
+                    continue
+                if not self.flights:
+                    break
+                self.wait(POLL_SECONDS)
+        except _Abandoned:
+            return self.abandoned()
+        stops = list(self.stops)
+        if self.interruption.requested and index < len(calls):
+            stops.append(self.interrupted(index))
+        if stops:
+            return self.stop_here(_first(stops))
+        self.write({"type": "end"})
+        return None
+
+    def begin(self, index: int) -> bool:
+        """Reserve call `index` (0-based) and start it: True once it is in flight. False when
+        it is not sent: the balance cannot hold everything still planned (a `budget` stop),
+        or an interruption came while its reservation was written (recorded never sent)."""
+        call = self.current = self.calls[index]
+        book = self.book
+        reserved = self.reservations[call.seq]
+        reserve = {"type": "reserve", "call_id": call.id, "seq": call.seq,
+                   "reserved_usd": usd(reserved)}
+        if book is None:
+            self.record(reserve)
+        else:
+            with book.ledger.locked():
+                # Everything not yet started must fit in the balance; the calls in flight are
+                # in the ledger's spent at their whole reservations until their outcomes.
+                still_planned = sum((self.reservations[c.seq] for c in self.calls[index:]),
+                                    Decimal(0))
+                available = balance(book.budget, book.spent())
+                if still_planned > available:
+                    self.stops.append(Stop(
+                        "budget", f"the {len(self.calls) - index} calls still planned reserve "
+                        f"{usd(still_planned)} USD, the balance is {usd(available)} USD",
+                        call.id, call.seq))
+                    return False
+                book.append_locked(reserve)  # under the same lock as the check
+            self.write(reserve)
+        if self.interruption.requested:
+            # Asked while the reservation was written (another run holding the ledger's
+            # lock, an fsync): the request has not gone out, and now never will.
+            self.not_sent(call)
+            return False
+        self.start(_Flight(call, reserved))
+        return True
 
     def interrupted(self, index: int) -> Stop:
         """The stop before call `index` (0-based), which no interruption lets start."""
         call = self.calls[index]
         kept = (f"calls 1-{index} recorded" if index > 1 else
                 "call 1 recorded" if index == 1 else "no call was sent")
-        return self.stop_here(Stop(
-            "interrupted", f"{self.interruption.name} received: no call started after it "
-            f"({kept})", call.id, call.seq))
+        return Stop("interrupted", f"{self.interruption.name} received: no call started after "
+                    f"it ({kept})", call.id, call.seq)
 
-    def abandoned(self, call: PlannedCall) -> Stop:
-        return self.stop_here(Stop(
-            "interrupted", f"{self.interruption.name} received twice: the wait for call "
-            f"{call.seq}'s answer was abandoned; it stays counted at its reservation",
-            call.id, call.seq, abandoned=True))
+    def abandoned(self) -> Stop:
+        """A second request gave up the calls in flight: they stay counted at their
+        reservations, with no outcome; the stop names the first of them."""
+        left = self.give_up_all()
+        first = left[0].call
+        if len(left) == 1:
+            detail = (f"{self.interruption.name} received twice: the wait for call "
+                      f"{first.seq}'s answer was abandoned; it stays counted at its reservation")
+        else:
+            detail = (f"{self.interruption.name} received twice: the wait for the answers to "
+                      f"calls {', '.join(str(f.call.seq) for f in left)} was abandoned; they "
+                      "stay counted at their reservations")
+        if self.stops:
+            earlier = _first(self.stops)
+            detail += f" (the series had stopped at call {earlier.seq}: {earlier.reason})"
+        return self.stop_here(Stop("interrupted", detail, first.id, first.seq, abandoned=True))
 
-    def run(self) -> Stop | None:
-        contract = self.backend.contract
-        expected_model = contract.model if contract is not None else None
-        first_model: str | None = None
-        calls, book = self.calls, self.book
-        for index, call in enumerate(calls):
-            self.current = call
-            if self.interruption.requested:
-                return self.interrupted(index)
-            reserved = self.reservations[call.seq]
-            reserve = {"type": "reserve", "call_id": call.id, "seq": call.seq,
-                       "reserved_usd": usd(reserved)}
-            if book is None:
-                self.record(reserve)
-            else:
-                with book.ledger.locked():
-                    still_planned = sum((self.reservations[c.seq] for c in calls[index:]),
-                                        Decimal(0))
-                    available = balance(book.budget, book.spent())
-                    if still_planned > available:
-                        return self.stop_here(Stop(
-                            "budget", f"the {len(calls) - index} calls still planned reserve "
-                            f"{usd(still_planned)} USD, the balance is {usd(available)} USD",
-                            call.id, call.seq))
-                    book.append_locked(reserve)  # under the same lock as the check
-                self.journal.append(reserve)
-            if self.interruption.requested:
-                # Asked while the reservation was written (another run holding the ledger's
-                # lock, an fsync): the request has not gone out, and now never will.
-                return self.not_sent(index, call)
-            try:
-                reply = self.send(call)
-            except _Abandoned:
-                return self.abandoned(call)
-            except _NotRecorded:
-                raise
-            except Exception as exc:  # any failure to get a usable response is technical
-                return self.failed(call, reserved, self.retried(exc) if self.bodies > 1 else exc)
-            if self.bodies > 1:
-                return self.failed(call, reserved, self.retried(reply))
-            stop = self.answered(call, reserved, reply, expected_model, first_model)
-            if first_model is None:
-                first_model = reply.model
-            if stop is not None:
-                return self.stop_here(stop)
-        self.journal.append({"type": "end"})
-        return None
-
-    def not_sent(self, index: int, call: PlannedCall) -> Stop:
-        """The interrupted stop before `call`, whose reservation is on disk but whose request
-        was never sent: its outcome says so and counts it at zero, so that the series is not
-        used up by a call that never left (the journal shows only never-sent calls)."""
+    def not_sent(self, call: PlannedCall) -> None:
+        """Record `call`, whose reservation is on disk but whose request was never sent: its
+        outcome says so and counts it at zero, so that the series is not used up by a call
+        that never left (the journal shows only never-sent calls)."""
         self.record({
             "type": "outcome", "call_id": call.id, "seq": call.seq, "status": "failed",
             "failure": "interrupted", "http_status": None,
             "error": f"{self.interruption.name} received before the request was sent; "
                      f"{NEVER_SENT}", "request_id": None, "cost_usd": usd(0),
             "counted_usd": usd(0), "cost_unknown": None, "never_sent": True, "raw": None})
-        return self.interrupted(index)
 
-    def retried(self, result: Reply | Exception) -> BackendFailure:
+    def retried(self, flight: _Flight, result: Reply | Exception) -> BackendFailure:
         """The failure a call is when the session handed `on_body` more than one body: the
         backend sent more than one request for it (a retry, each perhaps billed), which no
         answer (`result`, whatever the session returned or raised) can make good."""
         raw = result.raw if isinstance(result, (Reply, BackendFailure)) else None
+        n = flight.bodies
         return BackendFailure(
-            "second_request", f"the backend sent {self.bodies} requests for this one call and "
-            f"got {self.bodies} responses (a retry: each may be billed, so the call is counted "
-            f"at {self.bodies} times its reservation; every body is in the journal); a backend "
-            "sends exactly one request per call", raw=raw)
+            "second_request", f"the backend sent {n} requests for this one call and got {n} "
+            f"responses (a retry: each may be billed, so the call is counted at {n} times its "
+            "reservation; every body is in the journal); a backend sends exactly one request "
+            "per call", raw=raw)
 
-    def failed(self, call: PlannedCall, reserved: Decimal, exc: Exception) -> Stop:
+    def failed(self, flight: _Flight, exc: Exception) -> Stop:
+        call, reserved = flight.call, flight.reserved
         failure = exc if isinstance(exc, BackendFailure) else BackendFailure(
             "unexpected", f"the backend failed ({type(exc).__name__})")
         # More bodies than one came back (a retry): each request may have been billed.
-        times = max(1, self.bodies)
+        times = max(1, flight.bodies)
         counted = Decimal(0) if failure.never_sent else reserved * times
         self.pending = {
             "type": "outcome", "call_id": call.id, "seq": call.seq, "status": "failed",
@@ -533,10 +756,9 @@ class _Collection:
         self.pending = None
         self.spent_here += counted
         self.progress(call, "failed")
-        return self.stop_here(Stop("technical_failure", failure.message, call.id, call.seq))
+        return Stop("technical_failure", failure.message, call.id, call.seq)
 
-    def answered(self, call: PlannedCall, reserved: Decimal, reply: Reply,
-                 expected_model: Any, first_model: str | None) -> Stop | None:
+    def answered(self, call: PlannedCall, reserved: Decimal, reply: Reply) -> Stop | None:
         backend = self.backend
         amount, unknown, counted = _priced(reply, backend, reserved,
                                            self.input_bounds.get(call.seq))
@@ -558,17 +780,39 @@ class _Collection:
         self.spent_here += counted
         self.progress(call, reply.status)
 
+        self.models[call.seq] = reply.model
         if reply.status not in ANSWERED:
             return Stop("technical_failure", f"the response has status {reply.status!r}"
                         + (f" ({reply.error})" if reply.error else ""), call.id, call.seq)
-        if first_model is None and expected_model is not None and (
-            reply.model is None or not model_matches(expected_model, reply.model, self.snapshot)
-        ):
-            return Stop("changed_model", f"model {reply.model!r} came back, "
-                        f"{expected_model!r} was asked", call.id, call.seq)
-        if first_model is not None and reply.model != first_model:
-            return Stop("changed_model", f"model {reply.model!r} came back after "
-                        f"{first_model!r}", call.id, call.seq)
+        changed = self.changed_model(call, reply.model)
+        if changed is not None:
+            return changed
         if unknown is not None:
             return Stop("unknown_cost", unknown, call.id, call.seq)
+        return None
+
+    def changed_model(self, call: PlannedCall, model: str | None) -> Stop | None:
+        """The changed-model rule, whatever order the answers come back in: "the first" answer
+        is the one of the lowest seq so far; it must be the requested model (or a dated
+        snapshot of it), and every other answer its very model. An answer of a lower seq than
+        any before it becomes the first: answers already in that differ from it are then the
+        changed ones (the lowest of them is noted; only the lowest stop is recorded)."""
+        contract = self.backend.contract
+        expected = contract.model if contract is not None else None
+        lowest = min(self.models)
+        if lowest == call.seq:
+            if expected is not None and (
+                    model is None or not model_matches(expected, model, self.snapshot)):
+                return Stop("changed_model", f"model {model!r} came back, {expected!r} was "
+                            "asked", call.id, call.seq)
+            later = [s for s in sorted(self.models) if s != call.seq and self.models[s] != model]
+            if later:
+                seq = later[0]
+                self.stops.append(Stop("changed_model", f"model {self.models[seq]!r} came back "
+                                       f"after {model!r}", self.by_seq[seq].id, seq))
+            return None
+        first = self.models[lowest]
+        if model != first:
+            return Stop("changed_model", f"model {model!r} came back after {first!r}", call.id,
+                        call.seq)
         return None

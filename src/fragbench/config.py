@@ -6,8 +6,9 @@ here with one sentence naming the file and the fault, before anything runs or is
 Every key is one fragbench reads: a key it does not know (a typo such as `repetitons`, or
 `top_k` under `[sensitivity]`) is refused, with the nearest known key, never ignored, since an
 ignored typo in a pre-registered plan silently becomes a default. The keys are listed below
-(`TOP_KEYS`, `TABLE_KEYS`, `PRICING_KEYS`, `PROMPT_KEYS`); a backend table's other keys are the
-backend's parameters, which its `check_params` refuses when it does not know them.
+(`TOP_KEYS`, `TABLE_KEYS`, `PRICING_KEYS`, `PROMPT_KEYS`, `CONCURRENCY_KEYS`); a backend table's
+other keys are the backend's parameters, which its `check_params` refuses when it does not know
+them.
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ PRICING_KEYS = ("read_on", "tier", "models", "per_tokens", "input", "cached_inpu
                 "cache_write", "output", "max_input_tokens")
 PROMPT_KEYS = ("instructions", "input", "sentence")
 """The keys of a prompt file."""
+CONCURRENCY_KEYS = ("max_in_flight", "requests_per_minute", "tokens_per_minute")
+"""The keys of a backend table that fragbench reads itself (how many calls go at once, and
+the provider's rate limits the starts are paced under); never handed to the backend."""
+MAX_IN_FLIGHT = 256
+"""The most calls a backend may have in flight: each is a thread and an open connection."""
+MAX_PER_MINUTE = 10**9
+"""The largest rate limit accepted: far beyond any provider's, so that an extra zero or three
+is caught before the plan is frozen."""
 
 
 @attrs.frozen
@@ -88,6 +97,29 @@ class Budget:
 
 
 @attrs.frozen
+class Concurrency:
+    """How a backend's calls go out (`[backends.NAME]`: `max_in_flight`, `requests_per_minute`,
+    `tokens_per_minute`), frozen in the plan when set (`doc`). The default, one call at a
+    time with no pacing, is protocol 1.0's, and leaves the plan as it was."""
+
+    max_in_flight: int = 1
+    """How many calls may be in flight at once (1 to MAX_IN_FLIGHT); above 1 the session must
+    declare `concurrent = True` (`fragbench.collect.concurrency_problem`)."""
+    requests_per_minute: int | None = None
+    """No more calls than this start in any sliding minute."""
+    tokens_per_minute: int | None = None
+    """The calls started in any sliding minute bound at most this many tokens, each call
+    counted at its whole bound (input bytes plus framing tokens, plus the output ceiling)."""
+
+    def doc(self) -> dict[str, int] | None:
+        """What the plan records: None at the default (a plan that sets nothing is unchanged),
+        else every key that is set."""
+        if self == Concurrency():
+            return None
+        return {k: v for k, v in attrs.asdict(self).items() if v is not None}
+
+
+@attrs.frozen
 class BackendConfig:
     name: str
     plugin: str
@@ -96,6 +128,8 @@ class BackendConfig:
     """Set for a billed backend: it draws on the experiment's budget."""
     contract: Contract | None = None
     """What the backend declares for these parameters; set whenever `pricing` is."""
+    concurrency: Concurrency = Concurrency()
+    """How many calls go at once, and at what pace (`Concurrency`)."""
 
 
 @attrs.frozen
@@ -345,6 +379,28 @@ def _contract(backend: Any, params: dict[str, Any], where: str) -> Contract:
     return contract
 
 
+def _concurrency(table: _Reader, pricing: Pricing | None) -> Concurrency:
+    """A backend table's concurrency keys, checked: each refused in one line naming it."""
+    def bounded(key: str, high: int) -> int | None:
+        if key not in table.data:
+            return None
+        value = table.count(key)
+        if value > high:
+            raise table.fail(key, f"must be at most {high}, got {value}")
+        return value
+
+    in_flight = bounded("max_in_flight", MAX_IN_FLIGHT)
+    tokens = bounded("tokens_per_minute", MAX_PER_MINUTE)
+    if tokens is not None and pricing is None:
+        # A call's token bound needs the output ceiling of a priced backend's contract.
+        raise table.fail("tokens_per_minute", "needs a pricing table: a call's token bound "
+                         "counts the output ceiling of the backend's contract, which only a "
+                         "priced backend declares")
+    return Concurrency(max_in_flight=1 if in_flight is None else in_flight,
+                       requests_per_minute=bounded("requests_per_minute", MAX_PER_MINUTE),
+                       tokens_per_minute=tokens)
+
+
 def _resolve(base: Path, relative: str) -> Path:
     return (base / relative).resolve()
 
@@ -437,7 +493,8 @@ def load_experiment(path: Path) -> Experiment:
         table = r.table("backends").table(name)
         plugin = table.text("plugin")
         backend = plugins.get("backend", plugin, where=f"{config_path}: backends.{name}.plugin")
-        params = {k: v for k, v in table.data.items() if k not in ("plugin", "pricing")}
+        params = {k: v for k, v in table.data.items()
+                  if k not in ("plugin", "pricing", *CONCURRENCY_KEYS)}
         try:
             backend.check_params(params)
         except ValueError as exc:
@@ -455,7 +512,7 @@ def load_experiment(path: Path) -> Experiment:
                     raise table.table("pricing").fail(rate, f"is missing: backend {plugin} "
                                                       f"reports {field.replace('_', ' ')}")
         backends[name] = BackendConfig(name=name, plugin=plugin, params=params, pricing=pricing,
-                                       contract=contract)
+                                       contract=contract, concurrency=_concurrency(table, pricing))
     default_backend = r.text("default_backend")
     if default_backend not in backends:
         raise r.fail("default_backend", f"names {default_backend!r}, which is not among the "

@@ -76,7 +76,8 @@ class Reporter:
     def _times(self, p: Progress) -> str:
         assert self._calls_from is not None
         elapsed = time.monotonic() - self._calls_from
-        left = elapsed / p.seq * (p.total - p.seq) if p.seq else 0.0
+        done = _done(p)
+        left = elapsed / done * (p.total - done) if done else 0.0
         return f"{clock(elapsed)} elapsed, about {clock(left)} left"
 
     def _line(self, p: Progress, numbered: bool = True) -> str:
@@ -112,8 +113,9 @@ class Reporter:
             self._calls_from = self._phase_at
         if not _isatty(sys.stderr):
             billed = p.budget_used is not None
-            if billed or p.status != "completed" or p.seq == p.total \
-                    or p.seq % math.ceil(p.total / 10) == 0:
+            done = _done(p)
+            if billed or p.status != "completed" or done == p.total \
+                    or done % math.ceil(p.total / 10) == 0:
                 emit(self._line(p), err=True)
             return
         # An OSError here (a terminal that closed) reaches the collector, which ignores it.
@@ -131,7 +133,8 @@ class Reporter:
                             transient=False, expand=True, console=Console(stderr=True))
             self._bar.start()
             self._task = self._bar.add_task("", total=p.total)
-        self._bar.update(self._task, completed=p.seq, description=self._line(p, numbered=False))
+        self._bar.update(self._task, completed=_done(p),
+                         description=self._line(p, numbered=False))
 
     def _close_bar(self) -> None:
         bar, self._bar = self._bar, None
@@ -142,6 +145,12 @@ class Reporter:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self._close_bar()
+
+
+def _done(p: Progress) -> int:
+    """How many calls are recorded: with calls in flight, outcomes come in any order, so the
+    call's seq is not the count."""
+    return p.done if p.done is not None else p.seq
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -51,11 +51,19 @@ import attrs
 import polars as pl
 
 from fragbench.budget import balance, usd
-from fragbench.collect import BudgetBook, Progress, Stop, collect
+from fragbench.collect import (
+    BudgetBook,
+    Progress,
+    Stop,
+    collect,
+    concurrency_problem,
+    pacing_problem,
+)
 from fragbench.config import Experiment, load_experiment
 from fragbench.corpus import cases_frame, facts_frame
 from fragbench.errors import (
     BudgetError,
+    ConfigError,
     Interrupted,
     PluginError,
     SeriesError,
@@ -324,6 +332,9 @@ def run(
 
     reservations = {c.seq: call_reservation(c, backend_cfg, experiment) for c in calls}
     total = sum(reservations.values(), Decimal(0))
+    problem = pacing_problem(calls, input_bounds(calls, experiment), backend_cfg)
+    if problem is not None:
+        raise ConfigError(f"{experiment.config_path}: {problem} (nothing was sent).")
     budget = experiment.budget if backend_cfg.pricing is not None else None
     secrets = secrets_in_env()
     redactor = Redactor(secrets)
@@ -348,6 +359,10 @@ def run(
     session = plugin.open(backend_cfg.params)
     result: RunResult | None = None
     try:
+        problem = concurrency_problem(session, backend_cfg)
+        if problem is not None:
+            raise PluginError(f"{experiment.config_path}: {problem} (nothing was written or "
+                              "sent).")
         if hasattr(session, "max_body_bytes"):
             session.max_body_bytes = experiment.max_response_bytes  # frozen in the plan
         if ledger is not None:
@@ -462,10 +477,8 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
             say(f"collecting {len(calls)} calls with backend {backend} ({label}, "
                 f"{'unpriced' if is_model else 'a non-model baseline'}), endpoint "
                 f"{endpoint}{route}; nothing is billed")
-        bounds = {c.seq: len(request_text(c.request).encode("utf-8"))
-                  + experiment.budget.framing_tokens for c in calls}
         stop = collect(calls, reservations, session, backend_cfg, journal, book,
-                       on_progress, bounds, interruption, notice)
+                       on_progress, input_bounds(calls, experiment), interruption, notice)
     except OSError as exc:  # before the first call (the collector handles its own)
         raise SeriesError(f"{series_dir}: cannot be written ({exc.strerror}); free space or "
                           "choose a writable --out, then run again: nothing was sent, and the "
@@ -502,6 +515,12 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
         spent_usd=spent(records), stop=stop, tables_error=tables_error,
         sent_nothing=stop is not None and nothing is not None, citations=citations,
     )
+
+
+def input_bounds(calls: list[PlannedCall], experiment: Experiment) -> dict[int, int]:
+    """Seq -> the most input tokens a call can report: its UTF-8 bytes plus the framing."""
+    return {c.seq: len(request_text(c.request).encode("utf-8"))
+            + experiment.budget.framing_tokens for c in calls}
 
 
 def citation_counts(tables: dict[str, pl.DataFrame]) -> dict[str, int] | None:

@@ -428,6 +428,11 @@ class _Session:
 
     on_body: Callable[[str, int], None] | None = None
     max_body_bytes: int = MAX_BODY_BYTES
+    concurrent = True
+    """`send` may be called from several threads at once (each call has its own exchange,
+    connection and worker), and `on_body` is read at each call and called from the thread
+    that called `send`, before it returns: a backend on either session may have calls in
+    flight (`max_in_flight`, `fragbench.collect.concurrency_problem`)."""
 
     timeout: float
     env_var: str

@@ -1,0 +1,631 @@
+"""Issue 16, item 3: concurrent collection under the same ceiling.
+
+The real openai SDK against the loopback server, with `max_in_flight = 8` in the backend's
+table: every call recorded once, ledger, journal and tables agreeing call by call; a failure
+mid-flight starts no new call while the calls in flight are recorded; the ledger's records, in
+order, never show "everything still planned" above the balance nor spend plus open
+reservations above the ceiling; never a request without its reservation; two processes on
+one budget; SIGKILL and SIGINT with calls in flight; pacing under declared rate limits.
+
+Nothing asserts a duration: the server holds requests behind gates and barriers the test
+opens, and waits are bounded only by PATIENCE, a bound on a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
+from loopback import Action, Handler, Server, answer_for, http_error, ok
+
+from fragbench.collect import BudgetBook, collect
+from fragbench.config import Concurrency, load_experiment
+from fragbench.interfaces import Usage
+from fragbench.journal import Journal, read_journal
+from fragbench.ledger import Ledger, ledger_path
+from fragbench.pacing import Pacer
+from fragbench.plan import build_plan, call_reservation, verify
+from fragbench.plugins import registry
+from fragbench.redact import Redactor
+from fragbench.run import input_bounds
+
+PATIENCE = 300.0
+"""How long a step may take on a loaded machine before the test gives up: a bound on a
+failure, never a timing a passing run must meet."""
+IN_FLIGHT = 8
+BILLED_ENV = {"OPENAI_API_KEY": CANARY_KEY}
+
+
+def wait_for(what: str, condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.01)
+
+
+def with_in_flight(experiment: Path, n: int = IN_FLIGHT, extra: str = "") -> Path:
+    refreeze(experiment, 'plugin = "openai"\n', f'plugin = "openai"\nmax_in_flight = {n}\n{extra}')
+    return experiment
+
+
+def plan_of(experiment: Path) -> dict[str, Any]:
+    return json.loads((experiment / "experiment.json").read_text(encoding="utf-8"))
+
+
+class Peak:
+    """Counts the requests the server is answering at once (the most at any moment)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+
+    def around(self, action: Action) -> Action:
+        def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+            try:
+                action(handler, number, body)
+            finally:
+                with self.lock:
+                    self.now -= 1
+        return act
+
+
+def after(gate: threading.Event, action: Action) -> Action:
+    """`action`, once the test opens `gate`."""
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        gate.wait(PATIENCE)
+        try:
+            action(handler, number, body)
+        except OSError:  # the client abandoned the call and exited: expected in those tests
+            handler.close_connection = True
+    return act
+
+
+def first_together(n: int, action: Action) -> Action:
+    """`action`, once `n` requests are at the server at once (the first `n`; later ones go
+    straight through): only a client with `n` calls in flight gets past it."""
+    barrier = threading.Barrier(n, timeout=PATIENCE)
+    passed = threading.Event()
+
+    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        if not passed.is_set():
+            barrier.wait()
+            passed.set()
+        action(handler, number, body)
+    return act
+
+
+def ledger_of(experiment: Path) -> Ledger:
+    budget = load_experiment(experiment).budget
+    return Ledger(ledger_path(budget.id), budget).load()
+
+
+def ledger_lines(experiment: Path) -> list[dict[str, Any]]:
+    budget = load_experiment(experiment).budget
+    records = []
+    for line in ledger_path(budget.id).read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:  # torn by a kill (the ledger's reader checks the rest)
+            continue
+    return records
+
+
+def check_ceiling(experiment: Path, plans: dict[str, dict[str, Decimal]] | None = None) -> int:
+    """Replay the budget's ledger record by record: spend plus open reservations never above
+    the balance (ceiling less prior spend); and at every reservation, that total plus what the
+    reserving series still had planned after it (its calls of a later seq: `plans`, series
+    uid -> call id -> reservation, in the frozen order) never above it either, the rule each
+    start is checked by. Returns how many reservations were read."""
+    records = ledger_lines(experiment)
+    budget = records[0]
+    room = Decimal(budget["ceiling_usd"]) - Decimal(budget["prior_spend_usd"])
+    open_: dict[tuple[str, str], Decimal] = {}
+    settled = Decimal(0)
+    reserves = 0
+    for number, r in enumerate(records[1:], start=2):
+        key = (r.get("series_uid"), r.get("call_id"))
+        if r["type"] == "reserve":
+            reserves += 1
+            open_[key] = Decimal(r["reserved_usd"])
+        elif r["type"] == "outcome":
+            open_.pop(key)
+            settled += Decimal(r["counted_usd"])
+        total = settled + sum(open_.values(), Decimal(0))
+        assert total <= room, f"ledger line {number}: {total} counted, above {room}"
+        if r["type"] == "reserve" and plans is not None:
+            planned = plans[r["series_uid"]]
+            ids = list(planned)
+            later = ids[ids.index(r["call_id"]) + 1:]
+            still = sum((planned[c] for c in later), Decimal(0))
+            assert total + still <= room, (
+                f"ledger line {number}: {total} counted and {still} still planned by series "
+                f"{r['series']}, above the balance {room}")
+    return reserves
+
+
+def schedule_reservations(experiment: Path) -> dict[str, Decimal]:
+    return {c["id"]: Decimal(c["reserved_usd"]) for c in plan_of(experiment)["schedule"]}
+
+
+def journal_lines(series_dir: Path) -> list[dict[str, Any]]:
+    return read_journal(series_dir / "journal.jsonl")
+
+
+def uid_of(series_dir: Path) -> str:
+    return str(json.loads((series_dir / "series.json").read_text(encoding="utf-8"))["series_uid"])
+
+
+def agree_call_by_call(experiment: Path, series_dir: Path) -> list[dict[str, Any]]:
+    """Ledger, journal and calls.parquet say the same of every call; returns the journal."""
+    records = journal_lines(series_dir)
+    reserves = [r for r in records if r["type"] == "reserve"]
+    outcomes = {r["call_id"]: r for r in records if r["type"] == "outcome"}
+    assert len({r["call_id"] for r in reserves}) == len(reserves)  # each reserved once
+    counted = ledger_of(experiment).series_calls(uid_of(series_dir))
+    assert set(counted) == {r["call_id"] for r in reserves}
+    for r in reserves:
+        out = outcomes.get(r["call_id"])
+        expected = Decimal(out["counted_usd"]) if out else None
+        assert counted[r["call_id"]] == expected, r["call_id"]
+    calls = pl.read_parquet(series_dir / "calls.parquet")
+    sent = calls.filter(pl.col("status") != "not_sent")
+    assert sorted(sent["call_id"].to_list()) == sorted(r["call_id"] for r in reserves)
+    for row in sent.iter_rows(named=True):
+        out = outcomes.get(row["call_id"])
+        want = Decimal(out["counted_usd"]) if out else Decimal(
+            next(r["reserved_usd"] for r in reserves if r["call_id"] == row["call_id"]))
+        assert row["counted_usd"] == want, row["call_id"]
+    return records
+
+
+def open_most(records: list[dict[str, Any]]) -> int:
+    """The most calls the journal shows reserved and not yet settled at once."""
+    open_: set[str] = set()
+    most = 0
+    for r in records:
+        if r["type"] == "reserve":
+            open_.add(r["call_id"])
+        elif r["type"] == "outcome":
+            open_.discard(r["call_id"])
+        most = max(most, len(open_))
+    return most
+
+
+# -- The config -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("max_in_flight = 0", "backends.openai.max_in_flight must be at least 1, got 0"),
+    ("max_in_flight = 257", "backends.openai.max_in_flight must be at most 256, got 257"),
+    ('max_in_flight = "8"', "backends.openai.max_in_flight has the wrong type (str)"),
+    ("max_in_flight = true", "backends.openai.max_in_flight has the wrong type (bool)"),
+    ("requests_per_minute = 0", "backends.openai.requests_per_minute must be at least 1"),
+    ("tokens_per_minute = 1.5", "backends.openai.tokens_per_minute has the wrong type (float)"),
+])
+def test_concurrency_keys_are_checked_at_load(experiment: Path, setting: str, message: str
+                                              ) -> None:
+    config = experiment / "config.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        'plugin = "openai"\n', f'plugin = "openai"\n{setting}\n'), encoding="utf-8")
+    result = run_cli("freeze", str(experiment))
+    assert result.returncode == 4, result
+    [line] = error_lines(result.stderr)
+    assert message in line and str(config) in line
+
+
+def test_tokens_per_minute_needs_a_priced_backend(experiment: Path) -> None:
+    config = experiment / "config.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        'plugin = "extractive"\n', 'plugin = "extractive"\ntokens_per_minute = 1000\n'),
+        encoding="utf-8")
+    result = run_cli("freeze", str(experiment))
+    [line] = error_lines(result.stderr)
+    assert "backends.extractive.tokens_per_minute needs a pricing table" in line
+
+
+def test_the_keys_are_frozen_and_a_plan_without_them_is_unchanged(experiment: Path) -> None:
+    before = (experiment / "experiment.json").read_bytes()
+    assert run_cli("freeze", str(experiment)).returncode == 0
+    assert (experiment / "experiment.json").read_bytes() == before  # protocol 1.0 as it was
+    assert "concurrency" not in plan_of(experiment)["backends"]["openai"]
+    with_in_flight(experiment, 8, "requests_per_minute = 500\ntokens_per_minute = 4000000\n")
+    frozen = plan_of(experiment)["backends"]["openai"]
+    assert frozen["concurrency"] == {"max_in_flight": 8, "requests_per_minute": 500,
+                                     "tokens_per_minute": 4000000}
+    assert "max_in_flight" not in frozen["params"]  # fragbench's, never the backend's
+    exp = load_experiment(experiment)
+    assert exp.backends["openai"].concurrency == Concurrency(8, 500, 4000000)
+    assert build_plan(exp)["backends"]["openai"]["concurrency"]["max_in_flight"] == 8
+
+
+def test_a_session_not_declared_concurrent_is_refused_before_anything_is_written(
+        experiment: Path) -> None:
+    refreeze(experiment, 'plugin = "extractive"\n', 'plugin = "extractive"\nmax_in_flight = 4\n')
+    out = experiment.parent.parent / "outputs"
+    result = run_cli("run", str(experiment), "--series", "extractive", "--out", str(out))
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "backends.extractive.max_in_flight is 4" in line and "concurrent = True" in line
+    assert "nothing was written or sent" in line
+    assert not (out / "protocol-1.0" / "extractive").exists()
+
+
+def test_a_call_no_minute_can_hold_is_refused_before_anything_is_sent(
+        experiment: Path, server: Server) -> None:
+    with_in_flight(experiment, 2, "tokens_per_minute = 1000\n")  # below one call's bound
+    out = experiment.parent.parent / "outputs"
+    result = run_cli("run", str(experiment), "--series", "openai", "--out", str(out),
+                     env=BILLED_ENV | {"OPENAI_BASE_URL": server.base_url})
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "tokens_per_minute is 1000, but call 1 alone bounds" in line
+    assert server.requests == [] and not out.exists()
+
+
+# -- Collection with calls in flight ----------------------------------------------------------
+
+def test_eight_in_flight_every_call_recorded_once_and_everything_agrees(
+        experiment: Path, server: Server) -> None:
+    with_in_flight(experiment)
+    peak = Peak()
+    server.default = peak.around(first_together(IN_FLIGHT, ok()))
+    out = experiment.parent.parent / "outputs"
+    result = run_cli("run", str(experiment), "--series", "openai", "--out", str(out),
+                     env=BILLED_ENV | {"OPENAI_BASE_URL": server.base_url})
+    assert result.returncode == 0, result.stderr
+    assert "72 of 72 calls sent" in result.stdout
+    assert peak.most == IN_FLIGHT  # eight at once (the barrier), never more
+    series_dir = out / "protocol-1.0" / "openai"
+    records = agree_call_by_call(experiment, series_dir)
+    assert open_most(records) <= IN_FLIGHT
+    assert records[-1]["type"] == "end"
+    reserves = [r for r in records if r["type"] == "reserve"]
+    # Started in the frozen order; never a request without its reservation.
+    assert [r["seq"] for r in reserves] == list(range(1, 73))
+    assert len(server.requests) == len(reserves) == 72
+    outcomes = [r for r in records if r["type"] == "outcome"]
+    received = [r for r in records if r["type"] == "received"]
+    assert len(outcomes) == len(received) == 72
+    assert {r["status"] for r in outcomes} == {"completed"}
+    # Spend is the sum of the calls, in the ledger as in the journal and the table.
+    spend = sum((Decimal(r["counted_usd"]) for r in outcomes), Decimal(0))
+    ledger = ledger_of(experiment)
+    assert ledger.spent() == spend
+    assert pl.read_parquet(series_dir / "calls.parquet")["counted_usd"].sum() == spend
+    check_ceiling(experiment, {uid_of(series_dir): schedule_reservations(experiment)})
+
+
+def test_a_failure_mid_flight_starts_no_new_call_and_records_those_in_flight(
+        experiment: Path, server: Server) -> None:
+    with_in_flight(experiment)
+    gate = threading.Event()
+    # Request 20 is held while later calls go out, then fails; the others answer at once.
+    server.script[19] = after(gate, http_error(500, "boom"))
+    server.default = ok()
+    out = experiment.parent.parent / "outputs"
+    results: list[Any] = []
+    runner = threading.Thread(target=lambda: results.append(run_cli(
+        "run", str(experiment), "--series", "openai", "--out", str(out),
+        env=BILLED_ENV | {"OPENAI_BASE_URL": server.base_url})))
+    runner.start()
+    wait_for("request 27 at the server", lambda: len(server.requests) >= 27)
+    gate.set()
+    runner.join(PATIENCE)
+    [result] = results
+    assert result.returncode == 3, result.stderr
+    series_dir = out / "protocol-1.0" / "openai"
+    records = agree_call_by_call(experiment, series_dir)
+    [failed] = [r for r in records if r["type"] == "outcome" and r["status"] == "failed"]
+    [stop] = [r for r in records if r["type"] == "stop"]
+    assert (stop["reason"], stop["seq"]) == ("technical_failure", failed["seq"])
+    reserves = [r for r in records if r["type"] == "reserve"]
+    outcomes = {r["call_id"] for r in records if r["type"] == "outcome"}
+    # No call started once the failure was recorded; every call in flight was recorded.
+    at = records.index(failed)
+    assert not any(r["type"] == "reserve" for r in records[at:])
+    assert {r["call_id"] for r in reserves} == outcomes
+    assert len(server.requests) == len(reserves) < 72
+    assert records[-1] == stop
+    check_ceiling(experiment)
+
+
+# -- The ceiling with calls in flight, two series on one budget ------------------------------
+
+class InProcess:
+    """A billed series collected by `fragbench.collect.collect` itself, on the real openai
+    session, with a ledger and journal of its own: two of them on one budget are two runs
+    taking turns under the ledger's file lock (the lock is per open file, as between two
+    processes)."""
+
+    def __init__(self, experiment: Path, name: str, monkeypatch: pytest.MonkeyPatch,
+                 server: Server) -> None:
+        monkeypatch.setenv("OPENAI_API_KEY", CANARY_KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        self.exp = load_experiment(experiment)
+        _, self.calls, _ = verify(self.exp)
+        self.backend = self.exp.backends["openai"]
+        self.reservations = {c.seq: call_reservation(c, self.backend, self.exp)
+                             for c in self.calls}
+        self.dir = experiment.parent.parent / "outputs" / name
+        self.dir.mkdir(parents=True)
+        self.uid = uuid.uuid4().hex
+        self.stop: Any = None
+
+    def run(self) -> None:
+        budget = self.exp.budget
+        ledger = Ledger(ledger_path(budget.id), budget).load().open(Redactor())
+        session = registry().get("backend", "openai").open(self.backend.params)
+        journal = Journal(self.dir / "journal.jsonl")
+        try:
+            book = BudgetBook(budget, ledger, self.dir.name, self.uid)
+            self.stop = collect(self.calls, self.reservations, session, self.backend, journal,
+                                book, input_bounds=input_bounds(self.calls, self.exp))
+        finally:
+            journal.close()
+            session.close()
+            ledger.close()
+
+    def plan(self) -> dict[str, Decimal]:
+        return {c.id: self.reservations[c.seq] for c in self.calls}
+
+
+def tight_budget(experiment: Path, slack_calls: int) -> None:
+    """A ceiling that holds the whole plan and `slack_calls` more of its largest calls."""
+    plan = plan_of(experiment)
+    largest = max(Decimal(c["reserved_usd"]) for c in plan["schedule"])
+    prior = Decimal(plan["budget"]["prior_spend_usd"])
+    ceiling = prior + Decimal(plan["budget"]["total_reservation_usd"]) + slack_calls * largest
+    refreeze(experiment, 'ceiling_usd = "10"', f'ceiling_usd = "{ceiling}"')
+
+
+def test_calls_in_flight_hold_their_reservations_against_another_series(
+        experiment: Path, server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Series A has eight calls held in flight by the server; series B on the same budget
+    then finds everything it plans above the balance (A's calls in flight count at their
+    whole reservations) and sends nothing; A, released, completes."""
+    with_in_flight(experiment)
+    tight_budget(experiment, slack_calls=4)  # fewer than A's eight in flight
+    gate = threading.Event()
+    server.default = after(gate, ok())
+    first = InProcess(experiment, "a", monkeypatch, server)
+    second = InProcess(experiment, "b", monkeypatch, server)
+    runner = threading.Thread(target=first.run)
+    runner.start()
+    try:
+        wait_for("eight calls of A at the server", lambda: len(server.requests) >= IN_FLIGHT)
+        second.run()
+    finally:
+        gate.set()
+        runner.join(PATIENCE)
+    assert (second.stop.reason, second.stop.seq) == ("budget", 1)
+    assert first.stop is None
+    b_records = read_journal(second.dir / "journal.jsonl")
+    assert not [r for r in b_records if r["type"] == "reserve"]
+    reserves = check_ceiling(experiment, {first.uid: first.plan(), second.uid: second.plan()})
+    assert len(server.requests) == reserves == 72  # never a request without a reservation
+
+
+def test_two_processes_on_one_budget_with_calls_in_flight_never_cross_the_ceiling(
+        experiment: Path, server: Server) -> None:
+    """Both runs get their eight calls in flight (the server holds them), then every answer
+    costs about its reservation, so the two plans cannot both be paid: one run stops at a
+    start whose check fails, and at no record of the ledger did the two together go above
+    the ceiling."""
+    from test_signals import Lines
+
+    with_in_flight(experiment)
+    tight_budget(experiment, slack_calls=12)  # one plan and a bit: never two
+    gate = threading.Event()
+    # 2100 input tokens written to the cache and the whole output ceiling: 99 % of the
+    # smallest reservation (2179 input tokens at the cache-write rate, 1200 output).
+    server.default = after(gate, ok(usage=Usage(input_tokens=2100, cached_tokens=0,
+                                                cache_write_tokens=2100, output_tokens=1200,
+                                                reasoning_tokens=0)))
+    out = experiment.parent.parent / "outputs"
+    env = process_env(BILLED_ENV | {"OPENAI_BASE_URL": server.base_url})
+    procs = [subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                               "--series", name, "--backend", "openai", "--out", str(out)],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+             for name in ("one", "two")]
+    lines = [Lines(p.stderr) for p in procs if p.stderr is not None]
+    try:
+        wait_for("both runs' calls in flight", lambda: len(server.requests) >= 2 * IN_FLIGHT
+                 or any(p.poll() is not None for p in procs))
+    finally:
+        gate.set()
+    codes = [p.wait(PATIENCE) for p in procs]
+    stderr = ["\n".join(ln.rest()) for ln in lines]
+    assert all("Traceback" not in s for s in stderr), stderr
+    assert sorted(codes) == [0, 3] or codes == [3, 3], (codes, stderr)
+    assert any("budget: the" in s for s in stderr), stderr
+    plans = {}
+    sent = 0
+    for name in ("one", "two"):
+        series_dir = out / "protocol-1.0" / name
+        if (series_dir / "series.json").exists():
+            plans[uid_of(series_dir)] = schedule_reservations(experiment)
+            records = agree_call_by_call(experiment, series_dir)
+            sent += sum(r["type"] == "reserve" for r in records)
+    reserves = check_ceiling(experiment, plans)
+    assert len(server.requests) == reserves == sent
+
+
+# -- Processes under test: SIGKILL, SIGINT ----------------------------------------------------
+
+def test_sigkill_with_calls_in_flight(experiment: Path, server: Server) -> None:
+    """As tests/test_sigkill.py, with eight calls in flight: after a kill at a random point the
+    ledger counts every reserved call, the journal reads back, `measure` rebuilds, and no
+    request went out without its reservation on disk."""
+    with_in_flight(experiment)
+    reserved = schedule_reservations(experiment)
+    rng = random.Random(20261216)
+    env = process_env(BILLED_ENV | {"OPENAI_BASE_URL": server.base_url})
+    ledger = ledger_path("protocol-1.0-openai")
+    budget = load_experiment(experiment).budget
+    mid_run = 0
+    trials = 8
+    for trial in range(trials):
+        ledger.unlink(missing_ok=True)
+        with server.lock:
+            server.requests.clear()
+        out = experiment.parent.parent / f"outputs-{trial}"
+        target = rng.randrange(0, 72)
+        proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                                 "--out", str(out)], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + PATIENCE
+        while len(server.requests) <= target and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.02))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        received = len(server.requests)
+        mid_run += 0 < received < 72
+        series_dir = out / "protocol-1.0" / "openai"
+        records = read_journal(series_dir / "journal.jsonl")
+        reserves = [r for r in records if r["type"] == "reserve"]
+        outcomes = {r["call_id"]: r for r in records if r["type"] == "outcome"}
+        assert len(reserves) >= received, (trial, len(reserves), received)
+        floor = sum((Decimal(outcomes[r["call_id"]]["cost_usd"]) if r["call_id"] in outcomes
+                     else reserved[r["call_id"]] for r in reserves), Decimal(0))
+        loaded = Ledger(ledger, budget).load()
+        assert loaded.spent() >= floor
+        # Every call the journal reserved is in the ledger, counted at least at its
+        # reservation until its outcome is there too.
+        counted = loaded.series_calls(uid_of(series_dir)) if reserves else {}
+        assert {r["call_id"] for r in reserves} <= set(counted)
+        measured = run_cli("measure", str(series_dir))
+        assert measured.returncode == 0, measured.stderr
+        calls = pl.read_parquet(series_dir / "calls.parquet")
+        assert calls.filter(pl.col("status") != "not_sent").height == len(reserves)
+        check_ceiling(experiment)
+    assert mid_run >= trials // 2
+
+
+@pytest.fixture
+def held(server: Server) -> Iterator[threading.Event]:
+    """Every request is held by the server until the test opens the gate."""
+    gate = threading.Event()
+
+    def answer(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        gate.wait(PATIENCE)
+        try:
+            handler.send_json(200, handler.server.shape.body(answer_for(body), number=number,
+                                                             request=body))
+        except OSError:
+            handler.close_connection = True
+
+    server.default = answer
+    yield gate
+    gate.set()
+
+
+def test_sigint_with_calls_in_flight_awaits_and_records_them_all(
+        experiment: Path, server: Server, held: threading.Event) -> None:
+    from test_signals import Lines
+
+    with_in_flight(experiment)
+    out = experiment.parent.parent / "outputs"
+    env = process_env(BILLED_ENV | {"OPENAI_BASE_URL": server.base_url})
+    proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                             "--series", "openai", "--backend", "openai", "--out", str(out)],
+                            cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    lines = Lines(proc.stderr)
+    wait_for("eight calls at the server", lambda: len(server.requests) >= IN_FLIGHT
+             or proc.poll() is not None)
+    proc.send_signal(signal.SIGINT)
+    notice = lines.wait_for("no new call will start")
+    assert "the 8 calls in flight (1, 2, 3, 4, 5, 6, 7, 8 of 72)" in notice
+    held.set()
+    assert proc.wait(PATIENCE) == 130
+    lines.rest()
+    assert len(server.requests) == IN_FLIGHT
+    series_dir = out / "protocol-1.0" / "openai"
+    records = agree_call_by_call(experiment, series_dir)
+    outcomes = [r for r in records if r["type"] == "outcome"]
+    assert sorted(r["seq"] for r in outcomes) == list(range(1, 9))
+    assert {r["status"] for r in outcomes} == {"completed"}
+    [stop] = [r for r in records if r["type"] == "stop"]
+    assert (stop["reason"], stop["seq"]) == ("interrupted", 9)
+    assert all(v is not None for v in ledger_of(experiment).series_calls(
+        uid_of(series_dir)).values())
+
+
+# -- Pacing ------------------------------------------------------------------------------------
+
+def test_pacer_never_lets_a_sliding_window_exceed_either_limit() -> None:
+    """Random token bounds and waits on a clock of the test's own: whatever the order, no
+    window of the pacer's length holds more starts or tokens than declared."""
+    rng = random.Random(16)
+    now = [0.0]
+    for _ in range(50):
+        now[0] = 0.0
+        rpm, tpm = rng.randint(1, 6), rng.randint(100, 400)
+        pacer = Pacer(rpm, tpm, clock=lambda: now[0], window=60.0)
+        for _ in range(60):
+            tokens = rng.randint(1, 100)
+            now[0] += rng.choice([0.0, 0.0, rng.uniform(0, 30)])
+            while (delay := pacer.delay(tokens)) > 0:
+                now[0] += delay
+            pacer.started(tokens)
+        starts = pacer.history
+        for i, (t, _) in enumerate(starts):
+            inside = [s for s in starts[i:] if s[0] < t + 60.0]
+            assert len(inside) <= rpm
+            assert sum(k for _, k in inside) <= tpm
+    with pytest.raises(ValueError, match="more than tokens_per_minute"):
+        Pacer(None, 10).delay(11)
+
+
+def test_the_collector_paces_its_starts(experiment: Path, server: Server,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector asks the pacer before each start: on a window of 0.4 s (a sped-up
+    minute) with 3 requests and 2.5 calls' tokens per window, the starts it made never
+    exceed either, with eight calls allowed in flight."""
+    with_in_flight(experiment)
+    server.default = ok()
+    series = InProcess(experiment, "paced", monkeypatch, server)
+    series.calls = series.calls[:12]
+    bounds = input_bounds(series.calls, series.exp)
+    ceiling = series.backend.contract.output_ceiling
+    tokens = {c.seq: bounds[c.seq] + ceiling for c in series.calls}
+    tpm = int(max(tokens.values()) * 2.5)
+    pacer = Pacer(3, tpm, window=0.4)
+    budget = series.exp.budget
+    ledger = Ledger(ledger_path(budget.id), budget).load().open(Redactor())
+    session = registry().get("backend", "openai").open(series.backend.params)
+    journal = Journal(series.dir / "journal.jsonl")
+    try:
+        stop = collect(series.calls, series.reservations, session, series.backend, journal,
+                       BudgetBook(budget, ledger, "paced", series.uid),
+                       input_bounds=bounds, pacer=pacer)
+    finally:
+        journal.close()
+        session.close()
+        ledger.close()
+    assert stop is None and len(server.requests) == 12
+    starts = pacer.history
+    assert [k for _, k in starts] == [tokens[c.seq] for c in series.calls]
+    for i, (t, _) in enumerate(starts):
+        inside = [s for s in starts[i:] if s[0] < t + 0.4]
+        assert len(inside) <= 3
+        assert sum(k for _, k in inside) <= tpm
