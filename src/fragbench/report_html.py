@@ -9,22 +9,36 @@ publishes no score and no ranking: everything is per call, and a null or adverse
 shown as plainly as a valid one.
 
 The file must open from disk, offline, and be committed with the results: no external URL (no
-CDN, font or script to load); the figures are embedded as data URIs; CSS and the small filter
-script are inline. Without JavaScript everything is shown and the filters are hidden.
+CDN, font or script to load); the figures are embedded as data URIs; CSS and the script are
+inline.
+
+At scale (issue 16): the page opens with what was run and a summary of counts (calls planned,
+sent, answered, parsed; citations valid and other) per case group when the series has
+cases.parquet (`case`, then one String column per group), then per mode, language and variant.
+The calls are not markup but data: one `<script type="application/json" id="fragbench-calls">`
+element (`_call_data`, `_island`), which page.js draws a page at a time (50 calls by default)
+with textContent and attribute values only, to the DOM contract below. The filters (case,
+language, variant, mode, each group as `filter-group-KEY`, reason) and the search (answer,
+unparsed text, extracts, call ID; case ignored) select among every call, and their state is
+the URL's fragment `#?KEY=VALUE&q=…&page=N&per=N`. Without JavaScript the summary, the
+availability table (its first AVAILABILITY_SHOWN passages and totals) and the measures read as
+before; the calls, the filters and the search are not shown, and a note says so.
 
 Every byte from a response is hostile (an answer may hold markup, escapes, a key). So every
 value a template prints is first redacted, then escaped by Jinja2's autoescape, one value at a
-time (`environment`); a rendered page is never transformed afterwards (decoding or redacting a
-whole page could turn an answer's text into markup). The one script is `templates/page.js`,
-inserted whole, and the page's Content-Security-Policy allows it alone by its sha256, computed
-from that file (`page_script`), never read back from a page: markup that ever slipped past
-escaping still could not run. The DOM (classes and data attributes) is a contract the browser
-tests and the compare page share; `docs/tables.md` documents the tables it reads. Beyond the
-contract: `<html data-model>`; each filter select names the attribute it compares
-(`data-attribute`, `data-match` exact or word); a call never sent keeps its `ol.fragments`
-(what it would have been shown) inside a closed `details.unsent-fragments`; `ol.citations`
-exists only for a parsed answer; `li.citation` also carries `r-REASON` and an id
-(`call-ID-cN`), and a misattributed one names the fragment that holds its extract.
+time (`environment`), and every value of the calls' data is redacted one at a time before it is
+written as JSON whose `<`, `>`, `&` and U+2028/U+2029 are escapes (`_island`); a rendered page
+is never transformed afterwards (decoding or redacting a whole page could turn an answer's text
+into markup). The one script is `templates/page.js`, inserted whole, and the page's Content-
+Security-Policy allows it alone by its sha256, computed from that file (`page_script`), never
+read back from a page: markup that ever slipped past escaping still could not run. The DOM
+(classes and data attributes) is a contract the browser tests and the compare page share;
+`docs/tables.md` documents the tables it reads. Beyond the contract: `<html data-model>`; each
+filter select names the call field it compares (`data-field`, `data-match` exact or word) and
+its URL state name (`data-state`); a call never sent keeps its `ol.fragments` (what it would
+have been shown) inside a closed `details.unsent-fragments`; `ol.citations` exists only for a
+parsed answer; `li.citation` also carries `r-REASON` and an id (`call-ID-cN`), and a
+misattributed one names the fragment that holds its extract.
 
 Jinja2 is imported inside the functions, so that `fragbench --help` never pays for it.
 """
