@@ -408,10 +408,14 @@ def test_calls_in_flight_hold_their_reservations_against_another_series(
     runner.start()
     try:
         wait_for("eight calls of A at the server", lambda: len(server.requests) >= IN_FLIGHT)
-        second.run()
+        other = threading.Thread(target=second.run)
+        other.start()
+        # B ends (its check fails), or a request of B reaches the server (it should not).
+        wait_for("series B", lambda: not other.is_alive() or len(server.requests) > IN_FLIGHT)
     finally:
         gate.set()
         runner.join(PATIENCE)
+    other.join(PATIENCE)
     assert (second.stop.reason, second.stop.seq) == ("budget", 1)
     assert first.stop is None
     b_records = read_journal(second.dir / "journal.jsonl")
