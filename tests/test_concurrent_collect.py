@@ -633,3 +633,87 @@ def test_the_collector_paces_its_starts(experiment: Path, server: Server,
         inside = [s for s in starts[i:] if s[0] < t + 0.4]
         assert len(inside) <= 3
         assert sum(k for _, k in inside) <= tpm
+
+
+# -- Stops whatever order the answers come back in --------------------------------------------
+
+class OutOfOrder:
+    """A concurrency-safe session whose call 1 answers only after call 2 has (the order a
+    slow first answer gives with calls in flight): call i answers with `models[i]`."""
+
+    endpoint = "scripted"
+    concurrent = True
+
+    def __init__(self, models: dict[str, str | None]) -> None:
+        self.models = models
+        """None: the call fails (an HTTP 500)."""
+        self.second = threading.Event()
+
+    def send(self, request: Any) -> Any:
+        from fragbench.interfaces import BackendFailure, Reply
+
+        if request.call_id == "c0":
+            assert self.second.wait(PATIENCE)
+        if self.models[request.call_id] is None:
+            self.second.set()
+            raise BackendFailure("http_error", "HTTP 500 from the API", http_status=500)
+        reply = Reply(status="completed", model=self.models[request.call_id],
+                      service_tier=None, request_id=None, text="{}",
+                      usage=Usage(input_tokens=10, cached_tokens=0, cache_write_tokens=0,
+                                  output_tokens=10, reasoning_tokens=0))
+        if request.call_id == "c1":
+            self.second.set()
+        return reply
+
+    def close(self) -> None:
+        return None
+
+
+def test_the_first_model_is_the_lowest_seq_answer_not_the_first_to_arrive(tmp_path: Path
+                                                                          ) -> None:
+    """Call 2 answers first with a dated snapshot, call 1 then with the bare model: as one
+    call at a time would see it, call 1's model is the first and call 2 changed it. The stop
+    is at call 2, recorded after both answers."""
+    from test_budget_properties import PRICING, planned
+
+    from fragbench.config import BackendConfig
+    from fragbench.interfaces import COST_FIELDS, Contract
+
+    contract = Contract(model="m", output_ceiling=10**6, usage_fields=frozenset(COST_FIELDS))
+    backend = BackendConfig(name="m", plugin="scripted", params={"model": "m"},
+                            pricing=PRICING, contract=contract,
+                            concurrency=Concurrency(max_in_flight=2))
+    calls = [planned(i) for i in range(4)]
+    journal = Journal(tmp_path / "journal.jsonl")
+    session = OutOfOrder({"c0": "m", "c1": "m-2026-09-30", "c2": "m", "c3": "m"})
+    stop = collect(calls, {c.seq: Decimal(1) for c in calls}, session, backend, journal, None)
+    journal.close()
+    assert stop is not None and (stop.reason, stop.seq) == ("changed_model", 2)
+    assert stop.detail == "model 'm-2026-09-30' came back after 'm'"
+    records = read_journal(tmp_path / "journal.jsonl")
+    assert [r["seq"] for r in records if r["type"] == "outcome"] == [2, 1]  # as they came
+    assert not [r for r in records if r["type"] == "reserve" and r["seq"] > 2]
+
+
+def test_the_recorded_stop_is_the_lowest_seq_not_the_first_met(tmp_path: Path) -> None:
+    """Call 2 fails first; call 1, awaited, then answers from another model: the series
+    records call 1's stop (changed model), the one a run one call at a time meets first."""
+    from test_budget_properties import PRICING, planned
+
+    from fragbench.config import BackendConfig
+    from fragbench.interfaces import COST_FIELDS, Contract
+
+    contract = Contract(model="m", output_ceiling=10**6, usage_fields=frozenset(COST_FIELDS))
+    backend = BackendConfig(name="m", plugin="scripted", params={"model": "m"},
+                            pricing=PRICING, contract=contract,
+                            concurrency=Concurrency(max_in_flight=2))
+    calls = [planned(i) for i in range(4)]
+    journal = Journal(tmp_path / "journal.jsonl")
+    session = OutOfOrder({"c0": "other", "c1": None, "c2": "m", "c3": "m"})
+    stop = collect(calls, {c.seq: Decimal(1) for c in calls}, session, backend, journal, None)
+    journal.close()
+    assert stop is not None and (stop.reason, stop.seq) == ("changed_model", 1)
+    records = read_journal(tmp_path / "journal.jsonl")
+    assert [(r["seq"], r["status"]) for r in records if r["type"] == "outcome"] == [
+        (2, "failed"), (1, "completed")]
+    assert [r for r in records if r["type"] == "stop"] == [records[-1]]
