@@ -20,6 +20,9 @@ WINDOW_SECONDS = 60.0
 
 
 class Pacer:
+    """The starts of one series under `requests_per_minute` and `tokens_per_minute` (None: no
+    such limit), on `clock` (monotonic seconds) over a sliding `window`."""
+
     def __init__(self, requests_per_minute: int | None, tokens_per_minute: int | None,
                  clock: Callable[[], float] = time.monotonic,
                  window: float = WINDOW_SECONDS) -> None:
