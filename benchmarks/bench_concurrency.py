@@ -37,9 +37,18 @@ ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-proj-BENCHbench0123456789abcdefXYZ"
 SERVER = """
 import sys, time
-from fragbench.testing.loopback import Server, sleep
+from fragbench.interfaces import Usage
+from fragbench.testing.loopback import Server, ok
+latency = float(sys.argv[1])
+# One usage for every call: the default one grows with the request number, past the output
+# ceiling after 900 calls (an impossible usage, which stops a series).
+answer = ok(usage=Usage(input_tokens=400, cached_tokens=0, cache_write_tokens=0,
+                        output_tokens=300, reasoning_tokens=0))
+def act(handler, number, body):
+    time.sleep(latency)
+    answer(handler, number, body)
 with Server() as srv:
-    srv.default = sleep(float(sys.argv[1]))
+    srv.default = act
     print(srv.base_url, flush=True)
     sys.stdin.read()
 """
