@@ -413,6 +413,11 @@ class _Collection:
         """The model of every reply, by seq: the one of the lowest seq is "the first"."""
         self.told = False
         self.by_seq = {c.seq: c for c in calls}
+        self.still_planned = [Decimal(0)] * (len(calls) + 1)
+        """What calls[index:] reserve, by index: summed once, so that a start's check does
+        not grow with the series."""
+        for i in range(len(calls) - 1, -1, -1):
+            self.still_planned[i] = self.still_planned[i + 1] + reservations[calls[i].seq]
 
     def write(self, record: dict[str, Any]) -> None:
         """One journal record, never at the same time as another thread's."""
@@ -666,8 +671,7 @@ class _Collection:
             with book.ledger.locked():
                 # Everything not yet started must fit in the balance; the calls in flight are
                 # in the ledger's spent at their whole reservations until their outcomes.
-                still_planned = sum((self.reservations[c.seq] for c in self.calls[index:]),
-                                    Decimal(0))
+                still_planned = self.still_planned[index]
                 available = balance(book.budget, book.spent())
                 if still_planned > available:
                     self.stops.append(Stop(
