@@ -300,14 +300,21 @@ class BackendFailure(Exception):
 class Session(Protocol):
     """One series' connection to a backend: what `Backend.open` returns.
 
-    The core reads `endpoint`, calls `send` once per planned call, in schedule order, one at a
-    time, and `close` once at the end. Optional attributes the core uses when a session has
-    them (a session built on `fragbench.transport.SDKSession` has all three, so an outside
-    backend on it gets them without extra work):
+    The core reads `endpoint`, calls `send` once per planned call, started in schedule order:
+    one at a time, unless the backend's config sets `max_in_flight` above 1, when up to that
+    many calls are sent at once, each from a thread of its own; and `close` once at the end.
+    Optional attributes the core uses when a session has them (a session built on
+    `fragbench.transport.SDKSession` or `JSONSession` has them all, so an outside backend on
+    it gets them without extra work):
 
-    - `on_body: Callable[[str, int], None] | None`: set by the collector before each call;
-      called with (the body as received, escaped where it is not valid UTF-8; the HTTP
-      status) before anything parses it, so that what was paid for is journaled first.
+    - `on_body: Callable[[str, int], None] | None`: with one call in flight, set by the
+      collector before each call; with more, set once. Called with (the body as received,
+      escaped where it is not valid UTF-8; the HTTP status) before anything parses it, so
+      that what was paid for is journaled first.
+    - `concurrent: bool`: True declares that `send` may be called from several threads at
+      once, and that `on_body` is read at each call and called from the thread that called
+      `send`, before it returns (the collector tells calls apart by thread). Required for
+      `max_in_flight > 1`: a session without it is refused before anything is written.
     - `max_body_bytes: int`: set by the core from the frozen plan (`max_response_bytes`);
       a body larger than this after decompression is a technical failure.
     - `proxy: str | None`: the proxy the config named (never one from the environment),
