@@ -203,7 +203,8 @@ def test_an_unknown_kind_or_folder_is_refused(tmp_path: Path) -> None:
     kind = run_cli("new", "tokenizer", "stride", "--dir", str(tmp_path))
     assert kind.returncode == EXIT_USAGE
     assert error_lines(kind.stderr) == ["fragbench: no plugin kind 'tokenizer'; `fragbench new` "
-                                        "makes a chunker, scorer, measure or backend."]
+                                        "makes a chunker, scorer, measure or backend plugin, or "
+                                        "an experiment."]
     nowhere = tmp_path / "nowhere"
     folder = run_cli("new", "chunker", "stride", "--dir", str(nowhere))
     assert folder.returncode == EXIT_USAGE

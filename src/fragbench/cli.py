@@ -497,19 +497,44 @@ def plugins(
 
 @app.command()
 def new(
-    kind: Annotated[str, typer.Argument(help="chunker, scorer, measure or backend.")],
+    kind: Annotated[str, typer.Argument(
+        help="chunker, scorer, measure or backend (a plugin package), or experiment.")],
     name: Annotated[str, typer.Argument(
-        help="The name the plugin registers: lowercase letters, digits and hyphens "
-             "(the package is fragbench-NAME).")],
-    folder: Annotated[Path, typer.Option(
-        "--dir", help="An existing folder to write fragbench-NAME into.")] = Path("."),
+        help="A plugin: the name it registers, lowercase letters, digits and hyphens (the "
+             "package is fragbench-NAME). An experiment: its folder, id and budget id.")],
+    folder: Annotated[Path | None, typer.Option(
+        "--dir", help="An existing folder to write into (default: the current folder for a "
+                      "plugin, experiments for an experiment).")] = None,
+    corpus: Annotated[Path | None, typer.Option(
+        help="experiment only: the corpus to name (a TOML case file or folder, or a columnar "
+             "folder such as `fragbench import` writes) instead of a one-case example.")] = None,
 ) -> None:
-    """Write a plugin package to start from: pyproject.toml (the entry point), the plugin,
-    tests using the test kit, and a README saying what to edit next. It installs and passes
-    its tests as written. Nothing is half-written, and an existing folder is never touched."""
+    """Write a plugin package or an experiment folder to start from.
+
+    A plugin: pyproject.toml (the entry point), the plugin, tests using the test kit, and a
+    README saying what to edit next; it installs and passes its tests as written. An
+    experiment: a commented config.toml, prompts, the answer schema and a one-case corpus (or
+    the --corpus given); it freezes and runs offline as written. Nothing is half-written, and
+    an existing folder is never touched."""
+    from fragbench.errors import UsageError
+
+    if kind == "experiment":
+        from fragbench.new_experiment import new_experiment
+
+        made = new_experiment(name, Path("experiments") if folder is None else folder, corpus)
+        target = made.folder
+        say(f"experiment {name!r} written to {target}: {made.cases} case"
+            f"{'' if made.cases == 1 else 's'}, languages {', '.join(made.languages)}")
+        for path in made.to_translate:
+            say(f"translate {target / path} before freezing: it holds the English wording")
+        say(f"next: fragbench freeze {target}, then fragbench run {target} --series extractive "
+            "(offline); config.toml says what each key means")
+        return
+    if corpus is not None:
+        raise UsageError(f"--corpus is for `fragbench new experiment`, not a {kind}.")
     from fragbench.scaffold import new_plugin
 
-    target = new_plugin(kind, name, folder)
+    target = new_plugin(kind, name, Path(".") if folder is None else folder)
     say(f"{kind} plugin {name!r} written to {target}")
     say(f"next: {target / 'README.md'} says how to install it, run its tests and what to "
         "edit")

@@ -147,7 +147,7 @@ def new_plugin(kind: str, name: str, parent: Path) -> Path:
     FragbenchError (refused) when the package folder already exists."""
     if kind not in KINDS:
         raise UsageError(f"no plugin kind {kind!r}; `fragbench new` makes a "
-                         f"{', '.join(KINDS[:-1])} or {KINDS[-1]}.")
+                         f"{', '.join(KINDS[:-1])} or {KINDS[-1]} plugin, or an experiment.")
     problem = name_problem(name)
     if problem is not None:
         raise UsageError(f"plugin name {name!r} {problem}; choose another.")
@@ -158,20 +158,29 @@ def new_plugin(kind: str, name: str, parent: Path) -> Path:
     if target.exists() or target.is_symlink():
         raise FragbenchError(f"{target} already exists; it is left as it is: remove it, or "
                              "choose another name or --dir.")
-    files = render(kind, name)
-    scratch = Path(tempfile.mkdtemp(prefix=f".fragbench-new-{name}-", dir=parent))
+    return write_whole(render(kind, name), target, name)
+
+
+def write_whole(files: dict[str, str], target: Path, what: str) -> Path:
+    """Write `files` (path relative to `target` -> text) as the new folder `target`, whole or
+    not at all: into a hidden folder beside it, renamed into place once every file is
+    written (removed on any failure). A `target` made meanwhile is refused and left as it is.
+    `what` is in the hidden folder's name (`.fragbench-new-WHAT-...`)."""
+    parent = target.parent
+    scratch = Path(tempfile.mkdtemp(prefix=f".fragbench-new-{what}-", dir=parent))
     try:
         # Made inside the scratch folder, so that it gets the umask's permissions (mkdtemp's
         # own folder is private), then renamed into place whole.
-        package = scratch / target.name
+        folder = scratch / target.name
+        folder.mkdir()
         for path, text in files.items():
-            file = package / path
+            file = folder / path
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_text(text, encoding="utf-8")
         if target.exists() or target.is_symlink():  # made meanwhile: never replaced
             raise FragbenchError(f"{target} already exists; it is left as it is: remove it, "
                                  "or choose another name or --dir.")
-        package.rename(target)
+        folder.rename(target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return target
