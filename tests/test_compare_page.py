@@ -520,3 +520,32 @@ def test_three_series_grid_page(extractive: Path, tmp_path: Path) -> None:
     assert scripts == [PAGE_JS.read_text(encoding="utf-8")]
     assert policy["script-src"] == page_js_source()
     assert 'id="filter-differs"' in text and "differs only" in text
+
+
+def test_grid_outlines_a_series_differing_only_in_its_conditions(extractive: Path,
+                                                                  tmp_path: Path) -> None:
+    """A series whose cell has the same status and counts as S1's but cites another set of
+    conditions validly: the row differs (DIFFERS_ON holds that set), and that series' column
+    is the one outlined, naming the field. The same conditions in another order differ in
+    nothing."""
+    made = three_series(extractive)
+    (made[2] / "citations_per_call.parquet").unlink()  # S3: as S1 again
+    shutil.copy(made[0] / "citations_per_call.parquet", made[2] / "citations_per_call.parquet")
+    for index, change in ((1, "reverse"), (2, "swap")):
+        path = made[index] / "citations_per_call.parquet"
+        table = pl.read_parquet(path)
+        many = table.filter(pl.col("conditions_cited_validly").list.len() >= 2)["call_id"][0]
+        conditions = pl.col("conditions_cited_validly")
+        changed = conditions.list.reverse() if change == "reverse" else \
+            conditions.list.head(1).list.concat(pl.lit(["C-not-cited"]))
+        table.with_columns(pl.when(pl.col("call_id") == many).then(changed)
+                           .otherwise(conditions).alias("conditions_cited_validly")
+                           ).write_parquet(path)
+    page = tmp_path / "grid.html"
+    done = run_cli("compare", *map(str, made), "--html", str(page))
+    assert done.returncode == 0, done.stderr
+    rows = [r for r in parse(page).all("tr", "cell-row") if r.attrs["data-differs"] == "true"]
+    assert len(rows) == 1
+    outlined = [(td.attrs["data-series"], td.attrs["data-differing"])
+                for td in rows[0].all("td", "diff")]
+    assert outlined == [("S3", "conditions_cited_validly")]

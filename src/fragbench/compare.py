@@ -155,6 +155,42 @@ def scan(path: str | Path, strict: bool = False) -> dict[str, pl.LazyFrame]:
     return {name: pl.concat(parts, how="diagonal_relaxed") for name, parts in frames.items()}
 
 
+def cell_counts(table: pl.DataFrame) -> dict[str, int]:
+    """Counts of a comparison's or a grid's cells (no score): all, compared, of those
+    differing and the same, and not compared."""
+    compared = table.filter(pl.col("compared"))
+    differing = compared.filter(pl.col("differs")).height
+    return {"cells": table.height, "compared": compared.height, "differing": differing,
+            "same": compared.height - differing, "not_compared": table.height - compared.height}
+
+
+def counts_line(counts: dict[str, int], listed: int | None = None) -> str:
+    """The closing line of `fragbench compare` (two series or a grid); `listed` is how many
+    cells a --differs-only listing showed."""
+    return (f"{counts['cells']} cells: {counts['compared']} compared, of which "
+            f"{counts['differing']} differ and {counts['same']} are the same; "
+            f"{counts['not_compared']} not compared"
+            + (f"; only the {listed} that differ are listed." if listed is not None else "."))
+
+
+def _wrap(lines: list[str], width: int) -> list[str]:
+    """Every line within `width` columns: a longer one wraps, its rest indented."""
+    wrapped = []
+    for line in lines:
+        wrapped += textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False,
+                                 drop_whitespace=True) or [""]
+    return wrapped
+
+
+def _state_warning(name: str, info: dict[str, Any]) -> list[str]:
+    """A warning for a series that is not complete (where and why it stopped), else none."""
+    if info["state"] == "complete":
+        return []
+    stop = info.get("stop")
+    where = f" at call {stop['seq']} ({stop['reason']}: {stop['detail']})" if stop else ""
+    return [f"WARNING: series {name}, {info['series']}, is {info['state']}{where}."]
+
+
 @attrs.frozen
 class Comparison:
     """Two series side by side: who they are, the warnings to show first, and the table."""
@@ -170,11 +206,7 @@ class Comparison:
     def counts(self) -> dict[str, int]:
         """Counts of cells (no score): all, compared, of those differing and the same, and not
         compared."""
-        compared = self.table.filter(pl.col("compared"))
-        differing = compared.filter(pl.col("differs")).height
-        return {"cells": self.table.height, "compared": compared.height,
-                "differing": differing, "same": compared.height - differing,
-                "not_compared": self.table.height - compared.height}
+        return cell_counts(self.table)
 
     @property
     def sides(self) -> list[str]:
@@ -230,11 +262,12 @@ def _refuse_partial_provider_comparison(info_a: dict[str, Any], info_b: dict[str
                           "own report instead.")
 
 
-def _changed(field: str) -> pl.Expr:
-    """Whether `field` differs between A and B. Null equals null (a count neither side
-    measured); the conditions cited validly are compared as sets (their order is the
-    answer's)."""
-    a, b = pl.col(f"{field}_a"), pl.col(f"{field}_b")
+def _changed(field: str, left: str = "a", right: str = "b") -> pl.Expr:
+    """Whether `field` differs between two sides (columns FIELD_left and FIELD_right). Null
+    equals null (a count neither side measured); the conditions cited validly are compared
+    as sets (their order is the answer's). The one comparison of a field that the pair, the
+    grid and both pages use."""
+    a, b = pl.col(f"{field}_{left}"), pl.col(f"{field}_{right}")
     if field == "conditions_cited_validly":
         a, b = a.list.unique().list.sort(), b.list.unique().list.sort()
     return a.ne_missing(b)
@@ -261,12 +294,7 @@ def _warnings(info_a: dict[str, Any], info_b: dict[str, Any], table: pl.DataFram
         warnings.append("WARNING: the two series ran different frozen plans; cells whose "
                         "requests differ are not compared.")
     for side, info in (("A", info_a), ("B", info_b)):
-        if info["state"] != "complete":
-            stop = info.get("stop")
-            where = (f" at call {stop['seq']} ({stop['reason']}: {stop['detail']})" if stop
-                     else "")
-            warnings.append(f"WARNING: series {side}, {info['series']}, is {info['state']}"
-                            f"{where}.")
+        warnings += _state_warning(side, info)
     uncompared = table.filter(~pl.col("compared")).height
     if uncompared:
         warnings.append(f"WARNING: {uncompared} of {table.height} cells are not compared "
@@ -341,15 +369,8 @@ def summary(comparison: Comparison, width: int = SCREEN_WIDTH, differs_only: boo
              "differs"]
     lines += [f"{c:<{w_cell}}  {s:<{w_status}}  {v:<{w_valid}}  {_verdict(r)}"
               for c, s, v, r in zip(cells, statuses, valid, rows, strict=True)]
-    n = comparison.counts
-    lines.append(f"{n['cells']} cells: {n['compared']} compared, of which {n['differing']} "
-                 f"differ and {n['same']} are the same; {n['not_compared']} not compared"
-                 + (f"; only the {len(rows)} that differ are listed." if differs_only else "."))
-    wrapped = []
-    for line in [*comparison.warnings, *comparison.sides, *lines]:
-        wrapped += textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False,
-                                 drop_whitespace=True) or [""]
-    return wrapped
+    lines.append(counts_line(comparison.counts, len(rows) if differs_only else None))
+    return _wrap([*comparison.warnings, *comparison.sides, *lines], width)
 
 
 # -- More than two series: a grid of cells x series ---------------------------------------------
@@ -374,11 +395,7 @@ class Grid:
     @property
     def counts(self) -> dict[str, int]:
         """Counts of cells, as Comparison.counts."""
-        compared = self.table.filter(pl.col("compared"))
-        differing = compared.filter(pl.col("differs")).height
-        return {"cells": self.table.height, "compared": compared.height,
-                "differing": differing, "same": compared.height - differing,
-                "not_compared": self.table.height - compared.height}
+        return cell_counts(self.table)
 
     @property
     def sides(self) -> list[str]:
@@ -403,13 +420,7 @@ def compare_grid(paths: list[Path]) -> Grid:
     answered = [pl.col(f"status_{i}").is_in(ANSWERED) for i in range(n)]
     same_request = [pl.col(f"request_sha256_{i}") == pl.col("request_sha256_0")
                     for i in range(1, n)]
-    changed = []
-    for i in range(1, n):
-        for field in DIFFERS_ON:
-            a, b = pl.col(f"{field}_0"), pl.col(f"{field}_{i}")
-            if field == "conditions_cited_validly":
-                a, b = a.list.unique().list.sort(), b.list.unique().list.sort()
-            changed.append(a.ne_missing(b))
+    changed = [_changed(field, "0", str(i)) for i in range(1, n) for field in DIFFERS_ON]
     table = table.with_columns(
         pl.all_horizontal([*answered, *same_request]).fill_null(False).alias("compared"),
     ).with_columns(
@@ -424,12 +435,7 @@ def compare_grid(paths: list[Path]) -> Grid:
         warnings.append("WARNING: the series ran different frozen plans; cells whose requests "
                         "differ are not compared.")
     for i, info in enumerate(infos):
-        if info["state"] != "complete":
-            stop = info.get("stop")
-            where = (f" at call {stop['seq']} ({stop['reason']}: {stop['detail']})" if stop
-                     else "")
-            warnings.append(f"WARNING: series S{i + 1}, {info['series']}, is {info['state']}"
-                            f"{where}.")
+        warnings += _state_warning(f"S{i + 1}", info)
     uncompared = table.filter(~pl.col("compared")).height
     if uncompared:
         warnings.append(f"WARNING: {uncompared} of {table.height} cells are not compared "
@@ -469,12 +475,18 @@ def grid_summary(grid: Grid, differs_only: bool = False, width: int = SCREEN_WID
             else "not compared"
         lines.append(f"{cell:<{w_cell}}  " + "  ".join(
             f"{s:<{w}}" for s, w in zip(side, widths, strict=True)) + f"  {verdict}")
-    c = grid.counts
-    lines.append(f"{c['cells']} cells: {c['compared']} compared, of which {c['differing']} "
-                 f"differ and {c['same']} are the same; {c['not_compared']} not compared"
-                 + (f"; only the {len(rows)} that differ are listed." if differs_only else "."))
-    wrapped = []
-    for line in [*grid.warnings, *grid.sides, *lines]:
-        wrapped += textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False,
-                                 drop_whitespace=True) or [""]
-    return wrapped
+    lines.append(counts_line(grid.counts, len(rows) if differs_only else None))
+    return _wrap([*grid.warnings, *grid.sides, *lines], width)
+
+
+def grid_differing_fields(grid: Grid) -> list[list[list[str]]]:
+    """Per row of the grid, per series, which of DIFFERS_ON differ from the first series'
+    (S1's own list is always empty; every list is empty when the cell is not compared): what
+    the grid page outlines, from the expressions `differs` uses (list fields as sets)."""
+    n = len(grid.infos)
+    flags = grid.table.select(
+        pl.when(pl.col("compared")).then(_changed(field, "0", str(i))).otherwise(False)
+        .alias(f"{field}_{i}")
+        for i in range(1, n) for field in DIFFERS_ON)
+    return [[[], *([f for f in DIFFERS_ON if row[f"{f}_{i}"]] for i in range(1, n))]
+            for row in flags.to_dicts()]

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from fragbench.budget import usd
-from fragbench.compare import CELL, Comparison, differing_fields
+from fragbench.compare import CELL, Comparison, differing_fields, grid_differing_fields
 from fragbench.report_html import Redact
 from fragbench.series import read_table, tables_of
 
@@ -177,10 +177,13 @@ GRID_TEMPLATE = "compare_grid.html.j2"
 
 def grid_context(grid: Any) -> dict[str, Any]:
     """What the grid page shows: the warnings, who each column is, and per cell its verdict
-    and per series its status, whether it parsed and its citation counts (compare.Grid)."""
+    and per series its status, whether it parsed and its citation counts (compare.Grid). A
+    series' column is outlined (`differs`) when any of compare.DIFFERS_ON differs from S1's,
+    the conditions cited validly compared as sets (`compare.grid_differing_fields`), and its
+    `differing` names which: a row that says "differs" always has a column outlined."""
     n = len(grid.infos)
     rows = []
-    for row in grid.table.to_dicts():
+    for row, fields in zip(grid.table.to_dicts(), grid_differing_fields(grid), strict=True):
         rows.append({
             **{c: row[c] for c in CELL},
             "compared": row["compared"], "differs": row["differs"],
@@ -190,9 +193,9 @@ def grid_context(grid: Any) -> dict[str, Any]:
                        "parsed": _fmt(row[f"parsed_{i}"]),
                        "valid": _fmt(row[f"n_valid_{i}"]), "invalid": _fmt(row[f"n_invalid_{i}"]),
                        "conditions": _fmt(row[f"conditions_cited_validly_{i}"]),
-                       "differs": i > 0 and bool(row["differs"]) and any(
-                           row[f"{f}_{i}"] != row[f"{f}_0"] for f in
-                           ("status", "parsed", "n_valid", "n_invalid"))}
+                       "differs": bool(fields[i]),
+                       "differing": fields[i],
+                       "differing_words": [FIELD_WORDS[f] for f in fields[i]]}
                       for i in range(n)],
         })
     options = {c: sorted({str(r[c]) for r in rows}) for c in CELL if c != "rep"}
