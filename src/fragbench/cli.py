@@ -229,20 +229,38 @@ def plan(
             f"{b['ceiling_usd']} - prior {b['prior_spend_usd']} - recorded series "
             f"{b['recorded_usd']} = balance {b['balance_usd']} USD (ledger {b['ledger']}); a "
             f"new series {'fits' if b['fits'] else 'DOES NOT FIT'}")
-        if ledger["exists"]:
-            say(f"ledger store {ledger['store']}: budget {b['id']} has {ledger['records']} "
-                f"records there ({ledger['series']} series); a store on another machine or "
-                "under another FRAGBENCH_LEDGER_DIR is not counted.")
-        else:
-            say(f"ledger store {ledger['store']}: no ledger for budget {b['id']} there yet (the "
-                "first run creates it); if this budget was spent from another store, set "
-                "FRAGBENCH_LEDGER_DIR to that folder before running.")
+        say(_ledger_store_line(b["id"], ledger))
     frozen = info["frozen_plan"]
     if frozen["current"]:
         say(f"frozen plan {frozen['path']} is current.")
     else:
         say(f"frozen plan {frozen['path']} is OUT OF DATE: {'; '.join(frozen['differences'])}. "
             "`run` refuses this plan: restore what changed, or freeze deliberately.")
+
+
+def _ledger_store_line(budget_id: str, ledger: dict[str, Any]) -> str:
+    """`plan`'s line on the budget's ledger store, in the words of that store: a folder
+    (FRAGBENCH_LEDGER_DIR) or a PostgreSQL server (FRAGBENCH_LEDGER_URL), whose `store_help`
+    says how to point at another."""
+    from fragbench.ledger import Ledger, ledger_for
+
+    store = ledger_for(budget_id)  # not read: only which store, and its help
+    held = (f"budget {budget_id} has {ledger['records']} records there ({ledger['series']} "
+            "series)" if ledger["exists"] else
+            f"no ledger for budget {budget_id} there yet (the first run creates it)")
+    if isinstance(store, Ledger):
+        elsewhere = ("a store on another machine or under another FRAGBENCH_LEDGER_DIR is not "
+                     "counted." if ledger["exists"] else
+                     "if this budget was spent from another store, set FRAGBENCH_LEDGER_DIR to "
+                     "that folder before running.")
+    elif ledger["exists"]:
+        elsewhere = f"records kept in any other store are not counted ({store.store_help})."
+    else:
+        elsewhere = (f"if this budget was spent from a file ledger, move it here first "
+                     f"(`fragbench ledger move {budget_id} --to \"$FRAGBENCH_LEDGER_URL\"`, "
+                     "with FRAGBENCH_LEDGER_DIR naming its folder if it is not the default); "
+                     f"{store.store_help}.")
+    return f"ledger store {ledger['store']}: {held}; {elsewhere}"
 
 
 @app.command()
@@ -340,9 +358,13 @@ def _interrupted_line(result: Any, interruption: Any) -> str:
     done = stop.seq - 1
     kept = ("no call" if done == 0 else "call 1" if done == 1 else f"calls 1-{done}") + \
         " recorded"
-    if stop.abandoned:
+    if stop.abandoned and f"the wait for call {stop.seq}'s answer" in stop.detail:
         kept += (f"; call {stop.seq} was abandoned in flight and stays counted at its "
                  "reservation")
+    elif stop.abandoned:
+        # Several calls in flight (max_in_flight > 1): the stop names only the first of them,
+        # its detail lists them all (and says whether the series had stopped before).
+        kept += f"; {stop.detail}"
     tables = "" if result.tables_error else ", with its tables and report"
     return (f"interrupted ({interruption.name}) at call {stop.seq} of {result.calls}: {kept}. "
             f"Series {where.name} is final, as interrupted{tables} (`fragbench measure "

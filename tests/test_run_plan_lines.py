@@ -1,0 +1,102 @@
+"""Issue 16, two lines the CLI prints: after a second Ctrl-C with several calls in flight, the
+interrupted line names every call abandoned (not only the first); `fragbench plan` under a
+PostgreSQL ledger store says what that store needs (never "set FRAGBENCH_LEDGER_DIR…").
+
+The interruption: `fragbench run` in a subprocess (the process and its signals are under test),
+the real openai SDK against the loopback server holding every request. The plan: the real CLI
+in process against a throwaway PostgreSQL server (skipped, in one line, where none can start).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
+from loopback import Handler, Server, answer_for
+from test_signals import PATIENCE, Lines, wait_for
+
+from fragbench.ledger_pg import shown_url
+
+IN_FLIGHT = 4
+
+
+@pytest.fixture
+def held(server: Server) -> Iterator[threading.Event]:
+    """Every request is held by the server until the test opens the gate."""
+    gate = threading.Event()
+
+    def answer(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        gate.wait(PATIENCE)
+        try:
+            handler.send_json(200, handler.server.shape.body(answer_for(body), number=number,
+                                                             request=body))
+        except OSError:  # the client abandoned the call and exited: expected here
+            handler.close_connection = True
+
+    server.default = answer
+    yield gate
+    gate.set()
+
+
+def test_a_second_ctrl_c_names_every_call_abandoned_in_flight(
+        experiment: Path, server: Server, held: threading.Event) -> None:
+    refreeze(experiment, 'plugin = "openai"\n',
+             f'plugin = "openai"\nmax_in_flight = {IN_FLIGHT}\n')
+    out = experiment.parent.parent / "outputs"
+    env = process_env({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+    proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                             "--series", "openai", "--out", str(out)],
+                            cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    lines = Lines(proc.stderr)
+    try:
+        wait_for("the calls in flight at the server",
+                 lambda: len(server.requests) >= IN_FLIGHT or proc.poll() is not None)
+        proc.send_signal(signal.SIGINT)
+        lines.wait_for("no new call will start")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(PATIENCE) == 130
+    finally:
+        held.set()
+        if proc.poll() is None:
+            proc.kill()
+    stderr = "\n".join(lines.rest())
+    assert len(server.requests) == IN_FLIGHT
+    [line] = error_lines(stderr)
+    assert line.startswith("fragbench: interrupted (SIGINT) at call 1 of 72: no call recorded; "
+                           "SIGINT received twice: the wait for the answers to calls 1, 2, 3, 4 "
+                           "was abandoned; they stay counted at their reservations. Series "
+                           "openai is final, as interrupted"), line
+
+
+def test_plan_under_a_postgresql_store_says_what_that_store_needs(
+        experiment: Path, workspace: Path, ledger_url: str, server: Server) -> None:
+    shown = shown_url(ledger_url)
+    # Frozen again in this copy: the line, not the committed plan's currency, is under test.
+    assert run_cli("freeze", str(experiment)).returncode == 0
+    first = run_cli("plan", str(experiment))
+    assert first.returncode == 0, first.stderr
+    [line] = [x for x in first.stdout.splitlines() if x.startswith("ledger store")]
+    assert line == (f"ledger store {shown}: no ledger for budget protocol-1.0-openai there yet "
+                    "(the first run creates it); if this budget was spent from a file ledger, "
+                    "move it here first (`fragbench ledger move protocol-1.0-openai --to "
+                    "\"$FRAGBENCH_LEDGER_URL\"`, with FRAGBENCH_LEDGER_DIR naming its folder if "
+                    "it is not the default); the store is the server FRAGBENCH_LEDGER_URL "
+                    "names; unset it to use the file store.")
+    ran = run_cli("run", str(experiment), "--out", str(workspace / "outputs"),
+                  env={"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+    assert ran.returncode == 0, ran.stderr
+    again = run_cli("plan", str(experiment))
+    [line] = [x for x in again.stdout.splitlines() if x.startswith("ledger store")]
+    assert line == (f"ledger store {shown}: budget protocol-1.0-openai has 146 records there "
+                    "(1 series); records kept in any other store are not counted (the store is "
+                    "the server FRAGBENCH_LEDGER_URL names; unset it to use the file store).")
+    assert "FRAGBENCH_LEDGER_DIR" not in line
