@@ -25,11 +25,14 @@ from fragbench.config import Pricing, _contract
 from fragbench.errors import PluginError
 from fragbench.interfaces import COST_FIELDS, Contract, Usage
 
-PROTOCOL_PLAN_SHA256 = "b194907b67ced8eebb267cb49ffcb9b22e54a7085c191fca64434b00d09026d2"
+PROTOCOL_PLAN_SHA256 = "3679e907a298b049e06244522cb759123975b8e918d3f31a0dd74dfdf4090cc8"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Each refreeze and its
 reason: issue 15 (plugin API 1.0) added `api_version = "1.0"` to every built-in plugin, so
 their module files changed; then the built-in measures declared their tables (`tables`, which
-the core checks their output against), so their module files changed again. Issue 14 items 3
+the core checks their output against), so their module files changed again; then issue 16
+made `sqrt-lexical`'s per-passage `score` fast (a term list per chunk instead of a row per
+term; the same scores to the bit, tests/test_scorer_reference.py), so its module file changed.
+Issue 14 items 3
 and 11 added the response size bound
 (`parameters.max_response_bytes`) and every plugin's code (`plugins[].code_sha256`, built-in
 plugins by their module file, so an edit of `fragbench/builtin/openai_backend.py` is a new plan

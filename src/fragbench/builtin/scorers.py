@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fragbench.hookspecs import hookimpl
-from fragbench.text import TOKEN_PATTERN, all_terms, explode_terms, stopword_frame
+from fragbench.text import STOPWORDS, TOKEN_PATTERN, all_terms, normalized, stopword_frame
 
 if TYPE_CHECKING:
     import polars as pl
@@ -17,6 +17,9 @@ QUERY = ["case", "lang"]
 
 INDEX_SLICE = 4_096
 """Chunks tokenized at once while indexing."""
+
+SCORE_SLICE = 65_536
+"""Chunks scored at once per passage: bounds the term lists held beside the result."""
 
 
 class _Index:
@@ -122,36 +125,71 @@ class SqrtLexical:
         return matched
 
     def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
-        indexed = chunks.with_row_index("_row")
-        question_terms = explode_terms(questions, "question", ["case"]).select(
-            [*QUERY, "term"]
-        ).unique()
-        chunk_terms = explode_terms(indexed, "text", ["_row", "case"])
-        counts = chunk_terms.group_by("_row").agg(pl.len().cast(pl.Int64).alias("n_terms"))
-        matched = (
-            chunk_terms.join(question_terms, on=[*QUERY, "term"], how="semi")
-            .group_by("_row")
-            .agg(pl.col("term").unique().sort().alias("matched_terms"))
+        """Every chunk against its own passage's question (`QUERY`): the chunks, in their
+        order, with `n_terms`, `matched_terms` and `score`.
+
+        Whole columns a slice of `SCORE_SLICE` chunks at a time: each chunk's terms as one
+        list (never a row per term), its count, and the set intersection with its question's
+        distinct terms; so the work grows with the text, and the memory beyond the result
+        with one slice."""
+        wanted = (
+            questions.select(*QUERY, _term_lists(questions, "question").alias("_q"))
+            .explode("_q").drop_nulls("_q")
+            .group_by(QUERY).agg(pl.col("_q").unique())
         )
-        return (
-            indexed.join(counts, on="_row", how="left")
-            .join(matched, on="_row", how="left")
-            .with_columns(
-                pl.col("n_terms").fill_null(0),
-                pl.col("matched_terms").fill_null(pl.lit([], dtype=pl.List(pl.String))),
-            )
-            .with_columns(
-                pl.when(pl.col("n_terms") > 0)
-                .then(
-                    pl.col("matched_terms").list.len()
-                    / pl.col("n_terms").cast(pl.Float64).sqrt()
+        n_terms, matched = [], []
+        for start in range(0, chunks.height, SCORE_SLICE):
+            part = chunks.slice(start, SCORE_SLICE)
+            found = (
+                part.select(*QUERY, _term_lists(part, "text").alias("_t"))
+                .join(wanted, on=QUERY, how="left", maintain_order="left")
+                .select(
+                    pl.col("_t").list.len().cast(pl.Int64).fill_null(0).alias("n_terms"),
+                    # `list.sort()` is many times slower than sorting inside `list.eval`.
+                    pl.col("_t").list.set_intersection(pl.col("_q"))
+                    .list.eval(pl.element().sort())
+                    .fill_null(pl.lit([], dtype=pl.List(pl.String))).alias("matched_terms"),
                 )
-                .otherwise(0.0)
-                .alias("score")
             )
-            .sort("_row")
-            .drop("_row")
+            n_terms.append(found["n_terms"])
+            matched.append(found["matched_terms"])
+        return chunks.with_columns(
+            _joined(n_terms, "n_terms", pl.Int64),
+            _joined(matched, "matched_terms", pl.List(pl.String)),
+        ).with_columns(
+            pl.when(pl.col("n_terms") > 0)
+            .then(pl.col("matched_terms").list.len() / pl.col("n_terms").cast(pl.Float64).sqrt())
+            .otherwise(0.0)
+            .alias("score")
         )
+
+
+def _joined(parts: list[pl.Series], name: str, dtype: pl.DataType) -> pl.Series:
+    """The slices' values as one column (an empty one for no chunks)."""
+    if not parts:
+        return pl.Series(name, [], dtype=dtype)
+    return pl.concat(parts, rechunk=True).alias(name)
+
+
+def _term_lists(frame: pl.DataFrame, text: str) -> pl.Series:
+    """Each row's terms of column `text` as one list, in order, repeats kept, the row's
+    language's stopwords removed: the terms of `fragbench.text.explode_terms`, a row each.
+
+    As in `_terms`, ASCII text is only lowercased (NFKD leaves it as it is and it has no
+    combining marks); the other texts alone go through the whole normalization."""
+    texts = frame[text]
+    lowered = texts.str.to_lowercase()
+    unicode = texts.str.contains(r"[^\x00-\x7F]").arg_true()
+    if unicode.len():
+        lowered = lowered.scatter(
+            unicode, texts.gather(unicode).to_frame().select(normalized(pl.first())).to_series())
+    terms = lowered.str.extract_all(TOKEN_PATTERN)
+    kept: Any = pl.lit(terms)
+    for lang, words in reversed(STOPWORDS.items()):
+        kept = pl.when(pl.col("lang") == lang).then(
+            pl.lit(terms).list.eval(pl.element().filter(~pl.element().is_in(words)))
+        ).otherwise(kept)
+    return frame.select(kept.alias("_terms")).to_series()
 
 
 @hookimpl

@@ -1,0 +1,166 @@
+"""`sqrt-lexical`'s per-passage `score` gives, to the bit, what its first implementation gave.
+
+The scores are frozen into protocol 1.0's expected tables, so the faster `score` (a list of
+terms per chunk, a slice of chunks at a time) is held to the implementation it replaced, kept
+here verbatim as `reference_score` (a row per term, joins on strings): the same frame (columns,
+types, order, `n_terms`, `matched_terms`) and the same score bits, on 300 HotpotQA-format
+questions imported and chunked as `retrieve` does, on the test kit's chunks (spans that cut
+sentences included), and on generated multilingual text that takes the Unicode path (accents
+composed and decomposed, ligatures, full-width digits, a final sigma, stopwords of each
+language, texts with no term, a passage whose question is missing).
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import run_cli
+from hotpotqa_data import generate, write
+from polars.testing import assert_frame_equal
+
+from fragbench.builtin import scorers
+from fragbench.builtin.chunkers import SentenceGroups
+from fragbench.builtin.scorers import SqrtLexical
+from fragbench.corpus import load_corpus, questions_frame, sentences_frame
+from fragbench.retrieval import chunk_passages
+from fragbench.testing import samples
+from fragbench.text import explode_terms
+
+QUERY = ["case", "lang"]
+
+
+def reference_score(chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+    """`SqrtLexical.score` as protocol 1.0 was frozen with it (commit 247802c), verbatim."""
+    indexed = chunks.with_row_index("_row")
+    question_terms = explode_terms(questions, "question", ["case"]).select(
+        [*QUERY, "term"]
+    ).unique()
+    chunk_terms = explode_terms(indexed, "text", ["_row", "case"])
+    counts = chunk_terms.group_by("_row").agg(pl.len().cast(pl.Int64).alias("n_terms"))
+    matched = (
+        chunk_terms.join(question_terms, on=[*QUERY, "term"], how="semi")
+        .group_by("_row")
+        .agg(pl.col("term").unique().sort().alias("matched_terms"))
+    )
+    return (
+        indexed.join(counts, on="_row", how="left")
+        .join(matched, on="_row", how="left")
+        .with_columns(
+            pl.col("n_terms").fill_null(0),
+            pl.col("matched_terms").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+        )
+        .with_columns(
+            pl.when(pl.col("n_terms") > 0)
+            .then(
+                pl.col("matched_terms").list.len()
+                / pl.col("n_terms").cast(pl.Float64).sqrt()
+            )
+            .otherwise(0.0)
+            .alias("score")
+        )
+        .sort("_row")
+        .drop("_row")
+    )
+
+
+def assert_same_as_reference(chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+    new = SqrtLexical().score(chunks, questions)
+    old = reference_score(chunks, questions)
+    assert_frame_equal(new, old, check_exact=True)
+    # assert_frame_equal calls -0.0 and 0.0 equal; the bits may not differ either.
+    assert np.array_equal(new["score"].to_numpy().view(np.uint64),
+                          old["score"].to_numpy().view(np.uint64))
+    return new
+
+
+@pytest.fixture(scope="module")
+def hotpot(tmp_path_factory: pytest.TempPathFactory) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """300 generated questions imported by the CLI, chunked at sizes 1, 2 and 3 with the core's
+    derived columns and `chunk_size`, as `score_chunks` hands them to the scorer."""
+    tmp = tmp_path_factory.mktemp("hotpot")
+    source = write(tmp / "hotpot.json", generate(300))
+    out = tmp / "corpus"
+    ran = run_cli("import", "hotpotqa", str(source), "--out", str(out))
+    assert ran.returncode == 0, ran.stderr
+    cases = load_corpus([out])
+    sentences = sentences_frame(cases)
+    chunks = pl.concat([chunk_passages(SentenceGroups(), sentences, size)
+                        .with_columns(pl.lit(size, pl.Int32).alias("chunk_size"))
+                        for size in (1, 2, 3)], how="vertical_relaxed")
+    return chunks, questions_frame(cases)
+
+
+def test_generated_hotpotqa_questions_score_as_the_reference(
+        hotpot: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    chunks, questions = hotpot
+    scored = assert_same_as_reference(chunks, questions)
+    assert scored.height > 20_000 and scored["score"].n_unique() > 100
+
+
+@pytest.mark.parametrize("size", [1, 7, 1_000])
+def test_slices_of_any_size_score_as_the_reference(
+        hotpot: tuple[pl.DataFrame, pl.DataFrame], size: int,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scored a slice at a time: where the slices fall changes nothing (and the last slice is
+    partial)."""
+    chunks, questions = hotpot
+    monkeypatch.setattr(scorers, "SCORE_SLICE", size)
+    assert_same_as_reference(chunks.head(2_003) if size < 1_000 else chunks, questions)
+
+
+def test_the_kit_s_chunks_score_as_the_reference() -> None:
+    """Whole sentences and the kit's spans that cut them, with the kit's bites (no term
+    matched, questions with no term, one-sentence passages)."""
+    questions = samples.questions()
+    for chunks in (samples.chunks((1, 2, 3)), samples.chunks((2, 3), samples.CharacterWindows())):
+        assert_same_as_reference(chunks, questions)
+
+
+PIECES = [
+    "Café", "Cafe\u0301", "CAFÉ", "ﬁnal", "２０２６", "12,50", "l’offre", "L'OFFRE", "ΟΔΟΣ",
+    "ὈΔΌΣ", "Straße", "İstanbul", "naïve", "Ǆemal", "x²", "Ⅻ", "œuvre", "the", "The", "and",
+    "le", "les", "qu", "pas", "sans", "not", "only", "river", "City", "museum", "2026", "a",
+    "de", "und", "der", "Fluss", "—", "...", "«", "»", "\t", "  ", "", "_", "e\u0301t\u00e9",
+]
+
+
+def _text(rng: random.Random) -> str:
+    return "".join(rng.choice(PIECES) + rng.choice([" ", "", ", ", "-", "\u00a0"])
+                   for _ in range(rng.randint(0, 14)))
+
+
+def test_generated_multilingual_text_scores_as_the_reference(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """English and French (stopword lists) and German (none), ASCII and not interleaved,
+    texts with no term at all, and passages whose question is missing or repeated."""
+    rng = random.Random(16)
+    langs = ["en", "fr", "de"]
+    rows = [(f"c{rng.randrange(40)}", rng.choice(langs), _text(rng)) for _ in range(600)]
+    rows += [("c1", "en", "river city"), ("c1", "en", ""), ("c1", "en", "the a an , ."),
+             ("nobody", "en", "river museum"), ("c2", "fr", "PAS SANS l’offre")]
+    chunks = pl.DataFrame(rows, schema={"case": pl.String, "lang": pl.String,
+                                        "text": pl.String}, orient="row")
+    chunks = chunks.with_row_index("chunk").with_columns(pl.col("chunk").cast(pl.Int32))
+    questions = pl.DataFrame(
+        [(f"c{i}", lang, _text(rng)) for i in range(38) for lang in langs]
+        + [("c1", "en", "River the CITY?"), ("c1", "en", "museum"), ("c2", "fr", "le la les")],
+        schema={"case": pl.String, "lang": pl.String, "question": pl.String}, orient="row")
+    monkeypatch.setattr(scorers, "SCORE_SLICE", 64)
+    scored = assert_same_as_reference(chunks, questions)
+    assert scored.filter(pl.col("text").str.contains(r"[^\x00-\x7F]"))["score"].max() > 0
+    assert scored.filter(pl.col("case") == "nobody")["matched_terms"].to_list() == [[]]
+    assert assert_same_as_reference(chunks.head(0), questions).height == 0
+
+
+def test_the_reference_is_what_protocol_1_0_froze() -> None:
+    """The reference itself, on a hand-checked chunk: 2 of the question's distinct terms in
+    a chunk of 8 terms, stopwords out, repeats counted."""
+    chunks = pl.DataFrame({"case": ["q"], "lang": ["en"],
+                           "text": ["The river, the city and the river: café CITY museum x y"]})
+    questions = pl.DataFrame({"case": ["q"], "lang": ["en"], "question": ["Which river city?"]})
+    row = assert_same_as_reference(chunks, questions).row(0, named=True)
+    assert (row["n_terms"], row["matched_terms"]) == (8, ["city", "river"])
+    assert row["score"] == 2 / 8 ** 0.5
