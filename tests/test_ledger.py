@@ -8,11 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import error_lines, run_cli
+from conftest import ROOT, error_lines, process_env, run_cli
 
 from fragbench.config import Budget
 from fragbench.ledger import Ledger, LedgerBase, LedgerError, ledger_path
@@ -291,3 +293,26 @@ def test_a_relative_ledger_folder_is_refused(experiment: Path) -> None:
     assert result.returncode == 4
     [line] = error_lines(result.stderr)
     assert "FRAGBENCH_LEDGER_DIR=ledgers" in line and "absolute path" in line
+
+
+WITHOUT_PSYCOPG = ("import runpy, sys; sys.modules['psycopg'] = None; "
+                   "runpy.run_module('fragbench', run_name='__main__')")
+"""fragbench as a machine without psycopg runs it: a fresh interpreter where importing psycopg
+(or any part of it) fails, as when the package is not installed."""
+
+
+@pytest.mark.parametrize("args", [("ledger", "show", "b"), ("ledger", "move", "b"),
+                                  ("ledger", "move", "b", "--to", "postgresql://u@h/db")])
+def test_a_server_store_without_psycopg_is_refused_in_one_line(tmp_path: Path,
+                                                                args: tuple[str, ...]) -> None:
+    """A subprocess: psycopg cannot be removed from this interpreter, which imported it."""
+    env = process_env({"FRAGBENCH_LEDGER_URL": "postgresql://team@127.0.0.1:9/budgets"})
+    env.pop("FRAGBENCH_LEDGER_DIR", None)
+    if args[1] == "move":
+        env["FRAGBENCH_LEDGER_DIR"] = str(tmp_path)
+        write_some(tmp_path / "b.jsonl")
+    done = subprocess.run([sys.executable, "-c", WITHOUT_PSYCOPG, *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 4, done.stderr
+    [line] = error_lines(done.stderr)
+    assert "psycopg is not installed: install fragbench[postgres]" in line

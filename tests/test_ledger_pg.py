@@ -228,47 +228,194 @@ def test_a_server_that_cannot_be_reached_is_refused_in_one_line(
     assert not (workspace / "outputs").exists()
 
 
+def test_show_and_verify_of_a_server_that_cannot_be_reached(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that cannot be used is said as such: no records shown, no chain judged."""
+    monkeypatch.delenv("FRAGBENCH_LEDGER_DIR")
+    monkeypatch.setenv("FRAGBENCH_LEDGER_URL",
+                       "postgresql://team:pw-0123456789abc@127.0.0.1:9/budgets")
+    for command in ("show", "verify"):
+        result = run_cli("ledger", command, "b")
+        assert result.returncode == 4, result.stderr
+        [line] = error_lines(result.stderr)
+        assert "postgresql://127.0.0.1:9/budgets" in line and "cannot be used" in line
+        assert "BROKEN" not in result.stdout and "pw-0123456789abc" not in line
+
+
+def test_a_refused_login_names_neither_user_nor_password(ledger_url: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """libpq quotes the user name (`password authentication failed for user "..."`): like
+    the URL's, it is never printed."""
+    port = ledger_url.split("@127.0.0.1:")[1].split("/")[0]
+    wrong = f"postgresql://team-q7x:Wrong-pass-0123456789@127.0.0.1:{port}/postgres"
+    monkeypatch.setenv("FRAGBENCH_LEDGER_URL", wrong)
+    result = run_cli("ledger", "verify", "b")
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "password authentication failed for user [hidden]" in line, line
+    assert "team-q7x" not in result.stdout + result.stderr
+    assert "Wrong-pass-0123456789" not in result.stdout + result.stderr
+
+
 # -- Move a file ledger into the server ----------------------------------------------------------
 
-def test_move_keeps_the_chain_and_retires_the_file(ledger_store: Path, ledger_url: str,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def to_move(ledger_store: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file ledger of budget `b` in FRAGBENCH_LEDGER_DIR, and FRAGBENCH_LEDGER_URL naming the
+    server, as `ledger move b` takes them (the password never on a command line)."""
     path = ledger_store / "b.jsonl"
     write_some(path)
-    before = path.read_bytes().splitlines()
-    monkeypatch.delenv("FRAGBENCH_LEDGER_URL")
     monkeypatch.setenv("FRAGBENCH_LEDGER_DIR", str(ledger_store))
-    moved = run_cli("ledger", "move", "b", "--to", ledger_url)
+    return path
+
+
+def usable(path: Path, url: str) -> list[str]:
+    """The stores from which a run could draw on budget `b` (the file's, the server's)."""
+    stores = []
+    try:
+        Ledger(path, BUDGET).load()
+        stores.append("file")
+    except LedgerError as exc:
+        assert "was moved to the server" in str(exc)
+    if PgLedger(url, BUDGET).load().records:
+        stores.append("server")
+    return stores
+
+
+def test_move_keeps_the_chain_and_retires_the_file(to_move: Path, ledger_url: str) -> None:
+    before = to_move.read_bytes().splitlines()
+    moved = run_cli("ledger", "move", "b")  # the server: FRAGBENCH_LEDGER_URL
     assert moved.returncode == 0, moved.stderr
     assert PASSWORD not in moved.stdout + moved.stderr
-    assert shown_url(ledger_url) in moved.stdout
+    assert shown_url(ledger_url) in moved.stdout and "moved to" in moved.stdout
     # Every record's text, hence every hash, as it was.
-    with psycopg.connect(ledger_url) as conn:
-        copied = [r[0].encode() for r in conn.execute(
-            "SELECT line FROM fragbench_ledger WHERE budget_id = 'b' ORDER BY n")]
-    assert copied == before
+    assert [json.dumps(r).encode() for r in rows(ledger_url)] == before
     server = PgLedger(ledger_url, BUDGET).load()
     assert server.spent() == Decimal("0.10") and server.records == 4
     # The file now says where the budget went, and no run draws on it any more.
-    assert json.loads(path.read_bytes().splitlines()[-1])["to"] == shown_url(ledger_url)
-    with pytest.raises(LedgerError, match="was moved to the server"):
-        Ledger(path, BUDGET).load()
-    again = run_cli("ledger", "move", "b", "--to", ledger_url)
-    assert again.returncode == 4 and "already moved" in error_lines(again.stderr)[0]
+    after = to_move.read_bytes().splitlines()
+    assert after[:-1] == before and json.loads(after[-1])["to"] == shown_url(ledger_url)
+    assert usable(to_move, ledger_url) == ["server"]
+    # Again: nothing to copy, the copy checked, nothing written.
+    again = run_cli("ledger", "move", "b")
+    assert again.returncode == 0 and "already in" in again.stdout, again.stderr
+    assert to_move.read_bytes().splitlines() == after and len(rows(ledger_url)) == 4
 
 
-def test_move_refuses_a_budget_the_server_holds(ledger_store: Path, ledger_url: str,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+class Killed(BaseException):
+    """A kill at a chosen step of `move` (raised where the step would run)."""
+
+
+@pytest.mark.parametrize("step", ["_copy", "_read_back"])
+def test_a_move_stopped_midway_leaves_one_store_and_a_second_move_completes(
+        to_move: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """Killed after the file's `moved` record (before the copy) or after the copy committed
+    (before it is read back): never both stores usable, and `move` run again completes the
+    move, the file with one `moved` record and the server with the file's records."""
+    import fragbench.ledger_pg
+
+    before = to_move.read_bytes().splitlines()
+
+    def kill(*args: object) -> None:
+        raise Killed(step)
+
+    with monkeypatch.context() as m:
+        m.setattr(fragbench.ledger_pg, step, kill)
+        with pytest.raises(Killed):
+            run_cli("ledger", "move", "b")
+    stores = usable(to_move, ledger_url)
+    assert stores == ([] if step == "_copy" else ["server"])
+    again = run_cli("ledger", "move", "b")
+    assert again.returncode == 0, again.stderr
+    assert ("moved to" if step == "_copy" else "already in") in again.stdout
+    after = to_move.read_bytes().splitlines()
+    assert after[:-1] == before and json.loads(after[-1])["type"] == "moved"
+    assert [json.dumps(r).encode() for r in rows(ledger_url)] == before
+    assert usable(to_move, ledger_url) == ["server"]
+
+
+def test_a_copy_that_reads_back_differently_leaves_the_file_retired(
+        to_move: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committed copy removed before it is read back: the file stays retired, the one
+    line says what to do, and doing it (running `move` again) completes the move."""
+    import fragbench.ledger_pg
+
+    real = fragbench.ledger_pg._read_back
+
+    def removed_first(*args: object) -> PgLedger:
+        with psycopg.connect(ledger_url) as conn:
+            conn.execute("DELETE FROM fragbench_ledger")
+            conn.execute("DELETE FROM fragbench_ledger_head")
+        return real(*args)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as m:
+        m.setattr(fragbench.ledger_pg, "_read_back", removed_first)
+        result = run_cli("ledger", "move", "b")
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "reads back differently" in line and "the file stays retired" in line
+    assert "`fragbench ledger move b` again" in line and PASSWORD not in line
+    assert usable(to_move, ledger_url) == []
+    assert run_cli("ledger", "move", "b").returncode == 0
+    assert usable(to_move, ledger_url) == ["server"]
+
+
+def test_a_second_move_refuses_a_server_holding_other_records(
+        to_move: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file retired by a move that stopped, and the server meanwhile holding another
+    ledger of the budget: nothing written, the file stays retired, the line says why."""
+    import fragbench.ledger_pg
+
+    with monkeypatch.context() as m:
+        m.setattr(fragbench.ledger_pg, "_copy", lambda *a: (_ for _ in ()).throw(Killed()))
+        with pytest.raises(Killed):
+            run_cli("ledger", "move", "b")
+    ledger = PgLedger(ledger_url, BUDGET).open(Redactor())  # another run started it there
+    ledger.close()
+    retired = to_move.read_bytes()
+    result = run_cli("ledger", "move", "b")
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "records other than the 4 of" in line and "the file stays retired" in line
+    assert to_move.read_bytes() == retired and len(rows(ledger_url)) == 1
+
+
+def test_move_refuses_a_budget_the_server_holds(to_move: Path, ledger_url: str) -> None:
     write_some(PgStoreShim(ledger_url))
-    write_some(ledger_store / "b.jsonl")
-    before = (ledger_store / "b.jsonl").read_bytes()
-    monkeypatch.delenv("FRAGBENCH_LEDGER_URL")
-    monkeypatch.setenv("FRAGBENCH_LEDGER_DIR", str(ledger_store))
-    result = run_cli("ledger", "move", "b", "--to", ledger_url)
+    before = to_move.read_bytes()
+    result = run_cli("ledger", "move", "b")
     assert result.returncode == 4
     [line] = error_lines(result.stderr)
     assert "already holds budget 'b'" in line and PASSWORD not in result.stderr
-    assert (ledger_store / "b.jsonl").read_bytes() == before
+    assert to_move.read_bytes() == before
     assert len(rows(ledger_url)) == 4
+
+
+def test_move_refuses_a_password_on_the_command_line(to_move: Path, ledger_url: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A password in --to would be in every user's process list: refused, nothing written;
+    without it, libpq takes it from PGPASSWORD (or ~/.pgpass)."""
+    before = to_move.read_bytes()
+    monkeypatch.delenv("FRAGBENCH_LEDGER_URL")
+    for url in (ledger_url, ledger_url.replace(f":{PASSWORD}@", "@") + f"?password={PASSWORD}"):
+        result = run_cli("ledger", "move", "b", "--to", url)
+        assert result.returncode == 2
+        [line] = error_lines(result.stderr)
+        assert "--to holds a password" in line and "PGPASSWORD or ~/.pgpass" in line
+        assert PASSWORD not in result.stdout + result.stderr
+    assert to_move.read_bytes() == before and not rows_exist(ledger_url)
+    nothing = run_cli("ledger", "move", "b")
+    assert nothing.returncode == 2 and "set FRAGBENCH_LEDGER_URL" in nothing.stderr
+    bare = ledger_url.replace(f":{PASSWORD}@", "@")
+    moved = run_cli("ledger", "move", "b", "--to", bare, env={"PGPASSWORD": PASSWORD})
+    assert moved.returncode == 0, moved.stderr
+    assert len(rows(ledger_url)) == 4
+
+
+def rows_exist(url: str) -> bool:
+    with psycopg.connect(url) as conn:
+        found = conn.execute("SELECT to_regclass('fragbench_ledger')").fetchone()
+    return found is not None and found[0] is not None and bool(rows(url))
 
 
 # -- show and verify, on either store ------------------------------------------------------------

@@ -29,8 +29,9 @@ on the server). `ledger_for` picks the store; setting both FRAGBENCH_LEDGER_URL 
 FRAGBENCH_LEDGER_DIR is refused, since a budget counted in two stores is counted twice. Every
 record's hash is the sha256 of its canonical text (`record_text`: the JSON a file line holds),
 so a ledger moved from the file store into the server (`fragbench ledger move`) keeps its
-hashes; the file then ends with a `moved` record naming the server, and is refused for any
-further run.
+hashes; the file is first retired by a `moved` record naming the server (written before the
+copy commits, so that the budget is never live in both stores), and is refused for any further
+run.
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ KINDS = ("budget", "series", "reserve", "outcome", "repair", "moved")
 
 class LedgerError(FragbenchError):
     """The budget's ledger is unusable: unreadable, altered, or for another budget."""
+
+
+class LedgerServerError(LedgerError):
+    """The ledger's server cannot be used (down, unreachable, a refused login, missing rights):
+    nothing is known about the ledger's records, which are neither read nor judged."""
 
 
 def ledger_dir() -> Path:

@@ -41,7 +41,7 @@ def _check_id(budget: str) -> None:
 
 def _read(budget: str, kept: bool) -> tuple[LedgerBase, Exception | None]:
     """The ledger as far as it reads, and the error that stopped the reading (or None)."""
-    from fragbench.ledger import LedgerError, ledger_for
+    from fragbench.ledger import LedgerError, LedgerServerError, ledger_for
 
     _check_id(budget)
 
@@ -50,8 +50,10 @@ def _read(budget: str, kept: bool) -> tuple[LedgerBase, Exception | None]:
     ledger.kept = [] if kept else None
     try:
         ledger.load()
+    except LedgerServerError:  # nothing was read: no records to show, no chain to judge
+        raise
     except LedgerError as exc:
-        if ledger.kept is None or "server cannot be used" in str(exc):
+        if ledger.kept is None:
             raise
         return ledger, exc
     if not ledger.exists() or ledger.records == 0:
@@ -123,26 +125,61 @@ def verify(budget: BudgetArg) -> None:
          f"sha256 {ledger.head}); {_totals(ledger)}")
 
 
+ToOption = Annotated[str | None, typer.Option(
+    help="The server, postgresql://user@host:port/database, without a password (put it in "
+         "PGPASSWORD or ~/.pgpass: a command line is visible to every user of the machine); "
+         "default: FRAGBENCH_LEDGER_URL, which may hold one.", show_default=False)]
+
+
+def _target(to: str | None) -> str:
+    """The server to move to: --to (refused when it holds a password), else
+    FRAGBENCH_LEDGER_URL (the environment is readable by this user only, like ~/.pgpass)."""
+    import os
+
+    from fragbench.errors import UsageError
+    from fragbench.ledger import LEDGER_URL_ENV
+
+    if to is None:
+        url = os.environ.get(LEDGER_URL_ENV, "").strip()
+        if not url:
+            raise UsageError(f"give the server: set {LEDGER_URL_ENV}=postgresql://user:password@"
+                             "host:port/database, or --to postgresql://user@host:port/database "
+                             "with the password in PGPASSWORD or ~/.pgpass (nothing was "
+                             "written).")
+        return url
+    from fragbench.ledger_pg import has_password
+
+    if not to.strip():
+        raise UsageError("--to: give the server, postgresql://user@host:port/database.")
+    if has_password(to.strip()):  # the value is not repeated: it holds the password
+        raise UsageError(f"--to holds a password, which any user of this machine can read in its "
+                         "process list: give --to without it and put the password in PGPASSWORD "
+                         f"or ~/.pgpass, or leave out --to and set {LEDGER_URL_ENV} (nothing was "
+                         "written; change that password if this machine is shared).")
+    return to.strip()
+
+
 @ledger_app.command()
-def move(budget: BudgetArg,
-         to: Annotated[str, typer.Option(help="The server: postgresql://user:password@host:"
-                                              "port/database (never printed).")]) -> None:
+def move(budget: BudgetArg, to: ToOption = None) -> None:
     """Move a file ledger into a PostgreSQL server, its chain intact.
 
-    The file is FRAGBENCH_LEDGER_DIR's (or the default folder's): every record copied with
-    its exact text (every hash kept), the copy verified before and after it commits; the file
-    then ends with a `moved` record and is refused by later runs. Refused when the server
-    already holds the budget."""
+    The file is FRAGBENCH_LEDGER_DIR's (or the default folder's); the server is --to's, else
+    FRAGBENCH_LEDGER_URL's (a --to holding a password is refused: put it in PGPASSWORD or
+    ~/.pgpass). The file is first retired by a `moved` record, then every record is copied
+    with its exact text (every hash kept), verified, committed and read back; later runs
+    refuse the file. Stopped midway, the budget is live in at most one store, and running
+    `move` again completes (or checks) it. Refused when the server already holds the budget
+    with other records."""
     from fragbench.ledger import LEDGER_ENV, Ledger, ledger_dir
     from fragbench.ledger_pg import move as do_move
 
     _check_id(budget)
-    if not to.strip():
-        from fragbench.errors import UsageError
-
-        raise UsageError("--to: give the server, postgresql://user:password@host:port/database.")
+    url = _target(to)
     source = Ledger(ledger_dir() / f"{budget}.jsonl", budget)
-    moved = do_move(source, to.strip())
-    _say(f"ledger {source.where}: moved to {moved.where}, {moved.records} records, chain intact "
-         f"(head sha256 {moved.head}); set FRAGBENCH_LEDGER_URL to that server (and unset "
+    moved = do_move(source, url)
+    done = (f"moved to {moved.ledger.where}" if moved.copied else
+            f"already in {moved.ledger.where} (an earlier move copied its {moved.records} "
+            "records; nothing was written)")
+    _say(f"ledger {source.where}: {done}, {moved.ledger.records} records, chain intact (head "
+         f"sha256 {moved.ledger.head}); set FRAGBENCH_LEDGER_URL to that server (and unset "
          f"{LEDGER_ENV}) for every run drawing on budget {budget}.")

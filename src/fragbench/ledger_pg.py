@@ -18,7 +18,9 @@ What a user can rely on:
   (its last record's number and hash, written in the same transaction as the record), so that
   removing or editing the last records is seen too, unless the head is forged as well.
 - The URL's user name, password and options are never written or printed: the ledger is shown
-  as `postgresql://host:port/database`, and a server's error text has the password removed.
+  as `postgresql://host:port/database`, and a server's error text has the password (the URL's
+  or PGPASSWORD's) removed and every user or role name it quotes replaced by `[hidden]`
+  (libpq says `password authentication failed for user [hidden]`).
 
 The tables (`fragbench_ledger`: budget id, record number, record text; `fragbench_ledger_head`)
 are created by the first run that writes, when its user may create tables; an administrator may
@@ -28,11 +30,14 @@ create them beforehand (README, "A budget a team shares").
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import json
+import os
+import re
 import urllib.parse
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fragbench.config import Budget
 from fragbench.journal import now
@@ -41,6 +46,7 @@ from fragbench.ledger import (
     Ledger,
     LedgerBase,
     LedgerError,
+    LedgerServerError,
     _line_hash,
     _parse,
     record_text,
@@ -60,6 +66,8 @@ SCHEMA = (
 )
 """The tables, for an administrator who creates them (README) and for the first writer."""
 SCHEMES = ("postgresql://", "postgres://")
+_NAMED = re.compile(r'\b(user|role)\s+"(?:[^"]|"")*"', re.IGNORECASE)
+"""A user or role name as libpq and the server quote it in their messages."""
 
 
 def _psycopg() -> Any:
@@ -70,6 +78,13 @@ def _psycopg() -> Any:
                           "installed: install fragbench[postgres], or unset "
                           f"{LEDGER_URL_ENV} to use the file store (nothing was sent).") from None
     return psycopg
+
+
+def _login() -> str | None:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name: libpq would have none to default to either
+        return None
 
 
 def _lock_key(kind: str, name: str) -> int:
@@ -83,14 +98,20 @@ def _conninfo(url: str) -> dict[str, Any]:
         # The value is not repeated: it may hold a password.
         raise LedgerError(f"{LEDGER_URL_ENV} (or --to) is not a postgresql:// URL; give "
                           "postgresql://user:password@host:port/database (nothing was sent).")
-    from psycopg.conninfo import conninfo_to_dict
-
+    # psycopg is imported through the check that refuses its absence in one line; importing
+    # `psycopg.conninfo` directly would raise ModuleNotFoundError instead.
+    psycopg = _psycopg()
     try:
-        return dict(conninfo_to_dict(url))
-    except _psycopg().Error:
+        return dict(psycopg.conninfo.conninfo_to_dict(url))
+    except psycopg.Error:
         raise LedgerError(f"{LEDGER_URL_ENV} (or --to) is not a valid postgresql:// URL; give "
                           "postgresql://user:password@host:port/database (nothing was sent)."
                           ) from None
+
+
+def has_password(url: str) -> bool:
+    """Whether the URL holds a password (`user:password@` or `?password=`)."""
+    return bool(_conninfo(url).get("password"))
 
 
 def shown_url(url: str) -> str:
@@ -115,8 +136,14 @@ class PgLedger(LedgerBase):
         super().__init__(budget)
         self.url = url
         self.shown = shown_url(url)
-        password = _conninfo(url).get("password")
-        self._secrets = [str(password)] if password else []
+        info = _conninfo(url)
+        # What a server's error text may quote: the password (the URL's, or the one libpq takes
+        # from PGPASSWORD) is removed, the user name (the URL's, PGUSER, or libpq's default, the
+        # login name) hidden.
+        passwords = (info.get("password"), os.environ.get("PGPASSWORD"))
+        self._secrets = [str(p) for p in passwords if p]
+        users = (info.get("user"), os.environ.get("PGUSER"), _login())
+        self._users = [str(u) for u in users if u]
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = _lock_key("ledger", self.budget_id)
 
@@ -133,14 +160,17 @@ class PgLedger(LedgerBase):
 
     # The server --------------------------------------------------------------------------------
 
-    def _server_error(self, exc: BaseException) -> LedgerError:
+    def _server_error(self, exc: BaseException) -> LedgerServerError:
         text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         for secret in self._secrets:  # short passwords too, which the Redactor leaves alone
             text = text.replace(secret, "[redacted]")
         text = Redactor(self._secrets).text(text)
-        return LedgerError(f"ledger {self.where}: the server cannot be used ({text}); check "
-                           f"that it is up and that {LEDGER_URL_ENV} names it with a user "
-                           "that may read and write the ledger tables.")
+        text = _NAMED.sub(lambda m: f"{m.group(1)} [hidden]", text)
+        for user in self._users:  # a user name quoted in any other phrasing
+            text = text.replace(f'"{user}"', "[hidden]")
+        return LedgerServerError(f"ledger {self.where}: the server cannot be used ({text}); "
+                                 f"check that it is up and that {LEDGER_URL_ENV} names it with "
+                                 "a user that may read and write the ledger tables.")
 
     def _connect(self) -> psycopg.Connection[Any]:
         psycopg = _psycopg()
@@ -279,59 +309,134 @@ class PgLedger(LedgerBase):
             self._conn = None
 
 
-def move(source: Ledger, url: str) -> PgLedger:
-    """Move a file ledger into the server at `url`, its chain intact: every record copied with
-    its exact text (so every hash stays), the copy checked as a reader checks it and compared
-    with the file (head, records, totals) before it commits, then read back. The file, held
-    under its lock throughout so that no run appends meanwhile, then ends with a `moved` record
-    naming the server, and the file store refuses it from then on. Refused, with nothing
-    written, when the server already holds the budget, or the file holds no ledger or one
-    already moved."""
+class Moved(NamedTuple):
+    """What `move` did."""
+
+    ledger: PgLedger
+    """The budget's ledger on the server, read back after the copy committed."""
+    records: int
+    """How many of the file's records (those before its `moved` record) the server holds."""
+    copied: bool
+    """False when an earlier `move` had already committed the copy (this one only checked)."""
+
+
+def move(source: Ledger, url: str) -> Moved:
+    """Move a file ledger into the server at `url`, its chain intact, never leaving the budget
+    live in both stores.
+
+    Under the file's lock throughout (no run appends meanwhile) and the budget's lock on the
+    server: the file is first retired by a `moved` record naming the server (`shown_url`),
+    written and fsync'ed, so the file store refuses it from then on; then every record before
+    it is copied with its exact text (so every hash stays), the copy checked as a reader
+    checks it and compared with the file (head, records, totals), committed, and read back.
+
+    Whatever stops it midway (a kill, a server gone, a full disk) leaves at most one store
+    usable: before the `moved` record, the file (nothing was written to the server); after
+    it, neither until a second `move` to the same server, which completes it: it copies the
+    records when the server lacks the budget, or only checks them when the server already
+    holds them (a copy that committed; later records the server gained are kept). Refused,
+    with nothing written: a file that holds no ledger, or one moved to another server; a
+    server that already holds the budget with other records (the file, if retired, stays
+    retired: the message says how to compare the two)."""
     source.audit = True
     source.kept = []
     source.load()
     if not source.exists() or source.records == 0:
         raise LedgerError(f"ledger {source.where}: does not exist; nothing to move (set "
                           "FRAGBENCH_LEDGER_DIR to the folder that holds it).")
-    if source.moved_to is not None:
-        raise LedgerError(f"ledger {source.where}: was already moved to {source.moved_to}; "
-                          "nothing was written.")
     target = PgLedger(url, source.budget_id)
+    _check_target(source, target)
     source.open(Redactor())
     try:
         with source.locked():  # no run appends to the file while it is copied
-            if source.moved_to is not None:
-                raise LedgerError(f"ledger {source.where}: was moved to {source.moved_to} "
-                                  "meanwhile; nothing was written.")
-            conn = target._connect()
-            try:
-                target._create_tables(conn)
-                with target._transaction(conn, target._lock):
-                    taken = conn.execute(
-                        f"SELECT (SELECT count(*) FROM {TABLE} WHERE budget_id = %s) + "
-                        f"(SELECT count(*) FROM {HEAD} WHERE budget_id = %s)",
-                        (source.budget_id, source.budget_id)).fetchone()
-                    if taken and taken[0]:
-                        raise LedgerError(
-                            f"ledger {target.where}: the server already holds budget "
-                            f"{source.budget_id!r}; a budget lives in one store, so nothing "
-                            "was moved (the file is unchanged).")
-                    assert source.kept is not None
-                    for n, (raw, _record) in enumerate(source.kept):
-                        target._write(conn, n, raw)
-                    target._read_new(conn)  # the copy, checked from its first record
-                    if (target.records, target.head, target.spent()) != (
-                            source.records, source.head, source.spent()):
-                        raise LedgerError(f"ledger {target.where}: the copy differs from "
-                                          f"{source.where}; nothing was moved.")
-            finally:
-                conn.close()
-            check = PgLedger(url, source.budget_id).load()
-            if (check.records, check.head) != (source.records, source.head):
-                raise LedgerError(f"ledger {check.where}: reads back differently from "
-                                  f"{source.where}; both are kept: compare them before use.")
-            source.append({"type": "moved", "to": target.shown})
+            _check_target(source, target)
+            return _move_locked(source, target)
     finally:
         source.close()
-    return check
 
+
+def _check_target(source: Ledger, target: PgLedger) -> None:
+    if source.moved_to is not None and source.moved_to != target.shown:
+        raise LedgerError(f"ledger {source.where}: was already moved to {source.moved_to}, "
+                          f"not {target.shown}; give that server to complete or check the "
+                          "move (nothing was written).")
+
+
+def _held(conn: psycopg.Connection[Any], budget_id: str) -> tuple[list[bytes], bool]:
+    """The budget's records on the server (their text, in order), and whether it has a head."""
+    lines = [str(line).encode("utf-8", "surrogatepass") for (line,) in conn.execute(
+        f"SELECT line FROM {TABLE} WHERE budget_id = %s ORDER BY n", (budget_id,))]
+    head = conn.execute(f"SELECT 1 FROM {HEAD} WHERE budget_id = %s", (budget_id,)).fetchone()
+    return lines, head is not None
+
+
+def _retire(source: Ledger, target: PgLedger) -> None:
+    """The file's `moved` record, written and fsync'ed: from here the file store refuses it."""
+    try:
+        source.append({"type": "moved", "to": target.shown})
+    except OSError as exc:
+        raise LedgerError(f"ledger {source.where}: cannot be written ({exc.strerror or exc}); "
+                          "nothing was copied to the server: free space or fix the file's "
+                          "rights, then run `fragbench ledger move` again.") from None
+
+
+def _copy(conn: psycopg.Connection[Any], target: PgLedger, records: list[bytes]) -> None:
+    for n, raw in enumerate(records):
+        target._write(conn, n, raw)
+
+
+def _retired_advice(source: Ledger) -> str:
+    budget = source.budget_id
+    return (f"the file stays retired (it ends with its `moved` record), so no run draws on "
+            f"budget {budget!r} until you compare the two (`fragbench ledger show {budget}` "
+            "with FRAGBENCH_LEDGER_DIR, then with FRAGBENCH_LEDGER_URL), make the server's "
+            f"records those of the file, and run `fragbench ledger move {budget}` again to "
+            "check them")
+
+
+def _move_locked(source: Ledger, target: PgLedger) -> Moved:
+    resumed = source.moved_to is not None
+    conn = target._connect()
+    try:
+        target._create_tables(conn)
+        with target._transaction(conn, target._lock):
+            held, has_head = _held(conn, source.budget_id)
+            if not resumed:
+                if held or has_head:
+                    raise LedgerError(
+                        f"ledger {target.where}: the server already holds budget "
+                        f"{source.budget_id!r}; a budget lives in one store, so nothing was "
+                        "moved (the file is unchanged).")
+                _retire(source, target)
+            assert source.kept is not None and source.kept[-1][1].get("type") == "moved"
+            records = [raw for raw, _record in source.kept[:-1]]
+            if held or has_head:  # a second move: an earlier one's copy committed
+                if held[:len(records)] != records:
+                    raise LedgerError(f"ledger {target.where}: holds budget "
+                                      f"{source.budget_id!r} with records other than the "
+                                      f"{len(records)} of {source.where}; nothing was "
+                                      f"written: {_retired_advice(source)}.")
+            else:
+                _copy(conn, target, records)
+            target._read_new(conn)  # the server's records, checked from the first
+            if not held and (target.records, target.head, target.spent()) != (
+                    len(records), _line_hash(records[-1]), source.spent()):
+                raise LedgerError(f"ledger {target.where}: the copy differs from "
+                                  f"{source.where}; nothing was written to the server: "
+                                  f"{_retired_advice(source)}.")
+    finally:
+        conn.close()
+    return Moved(_read_back(source, target, records), len(records), copied=not held)
+
+
+def _read_back(source: Ledger, target: PgLedger, records: list[bytes]) -> PgLedger:
+    """The committed copy read back on a new connection: the file's records, first."""
+    check = PgLedger(target.url, source.budget_id)
+    check.kept = []
+    check.load()
+    if [raw for raw, _record in check.kept[:len(records)]] != records:
+        raise LedgerError(f"ledger {check.where}: reads back differently from "
+                          f"{source.where} after the copy committed; "
+                          f"{_retired_advice(source)}.")
+    check.kept = None
+    return check
