@@ -16,12 +16,15 @@ from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
 from fragbench.corpus import (
     Case,
+    cases_frame,
     facts_frame,
+    load_case,
     load_corpus,
     questions_frame,
     sentences_frame,
 )
 from fragbench.corpus_columnar import reserved_group_keys
+from fragbench.corpus_ids import CASE_ID, CASE_ID_PATTERN, FACT_ID, FACT_ID_PATTERN
 from fragbench.errors import EXIT_REFUSED, CorpusError
 from fragbench.retrieval import retrieve
 from fragbench.schemas import TYPES
@@ -178,6 +181,24 @@ MUTATIONS: dict[str, tuple[Mutation, str, str]] = {
     "group key not lowercase": (
         lambda c, s: (c.with_columns(pl.col("groups").struct.rename_fields(["Topic", "size"])),
                       s), "cases", "group key \"Topic\" must match"),
+    "case ID with a path and a newline": (
+        lambda c, s: (_set(c, 0, "case", "q 1/../x\ny"), s), "cases",
+        "row 1: case \"q 1/../x\\ny\" must be 1 to 128 letters, digits"),
+    "case ID in sentences only": (
+        lambda c, s: (c, _set(s, 2, "case", "delay\u2028")), "sentences",
+        "row 3: case \"delay\\u2028\" must be 1 to 128 letters"),
+    "fact ID with a NUL": (
+        lambda c, s: (c, _set(s, 0, "fact_id", "s\x00 1")), "sentences",
+        "row 1: fact_id \"s\\u0000 1\" must be 1 to 128 characters without control"),
+    "fact ID with a bracket": (
+        lambda c, s: (c, _set(s, 4, "fact_id", "F5] [F1")), "sentences",
+        "row 5: fact_id \"F5] [F1\" must be"),
+    "fact ID with a space at its end": (
+        lambda c, s: (c, _set(s, 1, "fact_id", "F2\u3000")), "sentences",
+        "row 2: fact_id \"F2\u3000\" must be"),
+    "fact ID with a line separator": (
+        lambda c, s: (c, _set(s, 1, "fact_id", "F\u20282")), "sentences",
+        "row 2: fact_id \"F\\u20282\" must be"),
     "group value empty": (
         lambda c, s: (_first_case(c, lambda r: {**r, "groups": {**r["groups"], "size": ""}}), s),
         "cases", "row 1: groups.size is empty"),
@@ -194,7 +215,7 @@ def test_malformed_tables_are_refused_in_one_line(toml_cases: list[Case], tmp_pa
     message = str(caught.value)
     assert message.startswith(f"{folder / file}.parquet: "), message
     assert said in message, message
-    assert "\n" not in message
+    assert not set(message) & {"\n", "\r", "\x00", "\u2028", "\x85"}, repr(message)
 
 
 def test_the_cli_refuses_a_malformed_folder_writing_nothing(toml_cases: list[Case],
@@ -266,3 +287,95 @@ def test_a_folder_holds_one_whole_format(toml_cases: list[Case], tmp_path: Path)
     (damaged / "cases.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(CorpusError, match=r"cases.parquet: is not a readable Parquet file"):
         load_corpus([damaged])
+
+
+def test_id_rules_read_alike_in_python_and_polars() -> None:
+    """One rule, two engines: Python's `re` (TOML cases, the importers) and Polars' (columnar
+    folders) accept exactly the same IDs."""
+    values = ["F1", "Scott_Derrickson-a6f7cf-0", "a b", "é", "x" * 128, "x" * 129, "", " F1",
+              "F1 ", "F1\t", "F\x001", "F\x1c1", "F\x7f", "F\x85", "F\u2028", "F\u2029",
+              "[F1]", "F]", "\u00a0F", "F\u3000", "F\u2009", "F\u200b", "q 1/../x\ny",
+              "a.b_c-d", ".a", "-a", "a/b"]
+    frame = pl.DataFrame({"v": values})
+    for rule, pattern in ((FACT_ID, FACT_ID_PATTERN), (CASE_ID, CASE_ID_PATTERN)):
+        polars = frame["v"].str.contains(f"^(?:{pattern})$").to_list()
+        assert polars == [rule.fullmatch(v) is not None for v in values], pattern
+    accepted = [v for v in values if FACT_ID.fullmatch(v)]
+    assert accepted == ["F1", "Scott_Derrickson-a6f7cf-0", "a b", "é", "x" * 128, "F\u200b",
+                        "a.b_c-d", ".a", "-a", "a/b"]
+    assert [v for v in values if CASE_ID.fullmatch(v)] == [
+        "F1", "Scott_Derrickson-a6f7cf-0", "x" * 128, "a.b_c-d"]
+
+
+@pytest.mark.parametrize(("old", "new", "said"), [
+    pytest.param('id = "delay"', 'id = "q 1/../x"', 'id "q 1/../x" must be 1 to 128 letters',
+                 id="case-path"),
+    pytest.param("facts.F1 =", 'facts."F\\u0000 1" =',
+                 '[en] fact ID "F\\u0000 1" must be 1 to 128 characters', id="fact-nul"),
+    pytest.param("facts.F1 =", 'facts."[F1]" =', '[en] fact ID "[F1]" must be',
+                 id="fact-brackets"),
+])
+def test_toml_cases_follow_the_same_id_rules(tmp_path: Path, old: str, new: str,
+                                             said: str) -> None:
+    path = tmp_path / "delay.toml"
+    path.write_text((TOML_CORPUS / "delay.toml").read_text(encoding="utf-8").replace(old, new, 1),
+                    encoding="utf-8")
+    with pytest.raises(CorpusError) as caught:
+        load_case(path)
+    assert str(caught.value).startswith(f"{path}: {said}"), caught.value
+
+
+SEPARATORS = "A\u2028B\u2029C\x85D\x1cE\x1dF\x1eG"
+"""What `str.splitlines` breaks at, besides \\n and \\r: a JSON string may hold the first three
+raw (Polars' write_ndjson writes them so)."""
+
+
+def test_jsonl_lines_end_at_newline_only(toml_cases: list[Case], tmp_path: Path) -> None:
+    cases, sentences = columnar(toml_cases)
+    sentences = _set(sentences, 0, "text", SEPARATORS)
+    folder = write(tmp_path / "c", _set(cases, 0, "question", f"Q{SEPARATORS}?"), sentences,
+                   fmt="jsonl")
+    assert "\u2028".encode() in (folder / "sentences.jsonl").read_bytes()  # written raw
+    loaded = load_corpus([folder])
+    assert loaded[0].langs["en"].facts["F1"] == SEPARATORS
+    assert loaded[0].langs["en"].question == f"Q{SEPARATORS}?"
+    # CRLF line ends read alike.
+    for name in ("cases.jsonl", "sentences.jsonl"):
+        raw = (folder / name).read_bytes()
+        (folder / name).write_bytes(raw.replace(b"\n", b"\r\n"))
+    assert [c.langs for c in load_corpus([folder])] == [c.langs for c in loaded]
+
+    # Faults are named by their line, counted at "\n" only (line 1 holds U+2028 raw).
+    lines = (folder / "sentences.jsonl").read_bytes().split(b"\r\n")
+    lines[4] = lines[4][:-1]
+    (folder / "sentences.jsonl").write_bytes(b"\n".join(lines))
+    with pytest.raises(CorpusError, match=r"sentences.jsonl: line 5 is not one JSON value"):
+        load_corpus([folder])
+    lines[4] = b'{"case": "delay", "lang": "en", "fact_id": "F5", "text": "\xff"}'
+    (folder / "sentences.jsonl").write_bytes(b"\n".join(lines))
+    with pytest.raises(CorpusError, match=r"sentences.jsonl: line 5 is not UTF-8 text"):
+        load_corpus([folder])
+    rows = [json.loads(line) for line in (folder / "cases.jsonl").read_bytes().splitlines()]
+    rows[2]["license"] = 4
+    (folder / "cases.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"cases.jsonl: row 3: license is 4, not a string"):
+        load_corpus([folder])
+
+
+def test_groups_of_two_folders_are_merged(toml_cases: list[Case], tmp_path: Path) -> None:
+    """Folders with different group keys: every key is a column of the series' cases.parquet
+    (first seen first); a case without a key, such as a TOML case, holds null there."""
+    cases, sentences = columnar(toml_cases[:1])
+    first = write(tmp_path / "a", cases, sentences)
+    cases, sentences = columnar(toml_cases[1:2])
+    other = cases.with_columns(pl.struct(pl.lit("hard").alias("level"),
+                                         pl.lit("x").alias("topic")).alias("groups"))
+    second = write(tmp_path / "b", other, sentences)
+    loaded = load_corpus([first, second, TOML_CORPUS / "price.toml"])
+    frame = cases_frame(loaded)
+    assert frame is not None
+    assert frame.columns == ["case", "topic", "size", "level"]
+    assert frame.rows() == [("delay", "delay", "large", None), ("hosting", "x", None, "hard"),
+                            ("price", None, None, None)]
+    assert cases_frame(load_corpus([TOML_CORPUS])) is None

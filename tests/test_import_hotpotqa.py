@@ -4,8 +4,11 @@ the dataset's groups; malformed inputs refused in one line with nothing written.
 
 from __future__ import annotations
 
+import doctest
 import json
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -17,6 +20,7 @@ from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
 from fragbench.corpus import load_corpus
 from fragbench.errors import EXIT_REFUSED, EXIT_USAGE
+from fragbench.importers import hotpotqa
 from fragbench.importers.hotpotqa import fact_id
 from fragbench.retrieval import retrieve
 
@@ -277,3 +281,79 @@ def test_jsonl_format_and_generic_import(tmp_path: Path) -> None:
     assert error_lines(ran.stderr)[0].startswith(f"fragbench: {source}: line 2: conditions "
                                                  "names \"y\"")
     assert not (tmp_path / "refused").exists()
+
+
+def test_the_documented_fact_id_is_the_one_computed() -> None:
+    """The example in the module docstring, fact_id's doctest and docs/corpus.md all give the
+    ID the code computes."""
+    computed = fact_id("Scott Derrickson", 0)
+    finder = doctest.DocTestFinder()
+    tests = [t for t in finder.find(hotpotqa) if t.examples]
+    assert [t.name for t in tests] == ["fragbench.importers.hotpotqa.fact_id"]
+    assert doctest.DocTestRunner().run(tests[0]).failed == 0
+    assert tests[0].examples[0].want.strip() == repr(computed)
+    for text in (hotpotqa.__doc__ or "",
+                 (ROOT / "docs" / "corpus.md").read_text(encoding="utf-8")):
+        assert re.findall(r"Scott_Derrickson-[0-9a-f]{6}-0", text) == [computed]
+
+
+def _generic(tmp_path: Path, lines: list[dict], *extra: str) -> tuple[Path, Path, object]:
+    tmp_path.mkdir(exist_ok=True)
+    source = tmp_path / "generic.jsonl"
+    source.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines),
+                      encoding="utf-8")
+    out = tmp_path / "generic"
+    return source, out, run_cli("import", "jsonl", str(source), "--out", str(out), *extra)
+
+
+SEPARATORS = "A\u2028B\u2029C\x85D\x1cE\x1dF\x1eG"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_generic_import_keeps_what_splitlines_breaks_at(tmp_path: Path, fmt: str) -> None:
+    """A raw U+2028 in an input line is not a line end, and `--format jsonl` writes a corpus
+    that loads (Polars writes U+2028, U+2029 and U+0085 raw)."""
+    lines = [{"id": "q1", "question": f"Which{SEPARATORS}?", "conditions": ["a"],
+              "sentences": [{"id": "a", "text": SEPARATORS}, {"id": "b", "text": "B."}]},
+             {"id": "q2", "question": "Who?", "conditions": ["x"],
+              "sentences": [{"id": "x", "text": f"Someone{SEPARATORS}"}]}]
+    source, out, ran = _generic(tmp_path, lines, "--format", fmt)
+    assert "\u2028".encode() in source.read_bytes()  # the input holds it raw
+    assert ran.returncode == 0, ran.stderr
+    q1, q2 = load_corpus([out])
+    assert q1.langs["en"].facts == {"a": SEPARATORS, "b": "B."}
+    assert q1.langs["en"].question == f"Which{SEPARATORS}?"
+    assert q2.langs["en"].facts == {"x": f"Someone{SEPARATORS}"}
+
+    lines.append({"id": "q3", "question": "Where?", "conditions": ["z"], "sentences": []})
+    source, out, ran = _generic(tmp_path / "bad", lines)
+    assert ran.returncode == EXIT_REFUSED
+    assert error_lines(ran.stderr)[0].startswith(f"fragbench: {source}: line 3: sentences is "
+                                                 "[], not a non-empty list"), ran.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    pytest.param(lambda x: x.update(id="q 1/../x\ny"),
+                 'line 2: id "q 1/../x\\ny" must be 1 to 128 letters, digits', id="path"),
+    pytest.param(lambda x: x.update(id="q\u20281"), 'line 2: id "q\\u20281" must be',
+                 id="line-separator"),
+    pytest.param(lambda x: x["sentences"][0].update(id="s\x00 1"),
+                 'line 2: sentence id "s\\u0000 1" must be 1 to 128 characters without '
+                 "control", id="nul"),
+    pytest.param(lambda x: x["sentences"][0].update(id=" s1"),
+                 'line 2: sentence id " s1" must be', id="leading-space"),
+    pytest.param(lambda x: x["sentences"][0].update(id="[s1]"),
+                 'line 2: sentence id "[s1]" must be', id="brackets"),
+])
+def test_generic_import_refuses_unsafe_ids(tmp_path: Path, change: Callable[[dict], None],
+                                           said: str) -> None:
+    lines = [{"id": f"q{n}", "question": "Which?", "conditions": ["s1"],
+              "sentences": [{"id": "s1", "text": "One."}]} for n in (1, 2)]
+    change(lines[1])
+    lines[1]["conditions"] = [lines[1]["sentences"][0]["id"]]
+    source, out, ran = _generic(tmp_path, lines)
+    assert ran.returncode == EXIT_REFUSED
+    errors = error_lines(ran.stderr)
+    assert len(errors) == 1 and errors[0].startswith(f"fragbench: {source}: {said}"), errors
+    assert not out.exists()

@@ -18,6 +18,7 @@ import attrs
 import polars as pl
 
 from fragbench import corpus_columnar
+from fragbench.corpus_ids import CASE_ID, CASE_ID_RULE, FACT_ID, FACT_ID_RULE, shown
 from fragbench.errors import CorpusError
 
 _TOP_KEYS = {"id", "license", "conditions", "variants"}
@@ -112,6 +113,8 @@ def load_case(path: Path) -> Case:
     if missing:
         raise _fail(path, f"lacks the key(s) {', '.join(missing)}")
     case_id = _string(path, "id", data["id"])
+    if not CASE_ID.fullmatch(case_id):  # the rules of every corpus format (corpus_ids)
+        raise _fail(path, f"id {shown(case_id)} {CASE_ID_RULE}")
     license_ = _string(path, "license", data["license"])
 
     langs: dict[str, Passage] = {}
@@ -124,6 +127,9 @@ def load_case(path: Path) -> Case:
         facts = table["facts"]
         if not isinstance(facts, dict) or not facts:
             raise _fail(path, f"[{lang}] facts must be a table of fact ID = sentence")
+        bad = next((fid for fid in facts if not FACT_ID.fullmatch(fid)), None)
+        if bad is not None:
+            raise _fail(path, f"[{lang}] fact ID {shown(bad)} {FACT_ID_RULE}")
         langs[lang] = Passage(
             source=_string(path, f"[{lang}] source", table["source"]),
             question=_string(path, f"[{lang}] question", table["question"]),
@@ -328,11 +334,15 @@ def facts_frame(cases: list[Case], langs: list[str] | None = None) -> pl.DataFra
 
 
 def cases_frame(cases: list[Case]) -> pl.DataFrame | None:
-    """The cases' groups: `case`, then one String column per group key (the first case's
-    keys, in its order); None when no case has a group. What a series records as
-    cases.parquet, for measures and pages that split by group to join on `case`."""
-    keys = next((list(c.groups) for c in cases if c.groups), None)
-    if keys is None:
+    """The cases' groups: `case`, then one String column per group key; None when no case has
+    a group. What a series records as cases.parquet, for measures and pages that split by
+    group to join on `case`.
+
+    Corpora with different group keys are merged, never dropped: the columns are every key
+    of any case, in the order first seen (case by case, each case's keys in its order), and a
+    case without a key (a TOML case, or a folder that has other keys) holds null there."""
+    keys = list(dict.fromkeys(k for c in cases for k in c.groups))
+    if not keys:
         return None
     return pl.DataFrame([(c.id, *(c.groups.get(k) for k in keys)) for c in cases],
                         schema={"case": pl.String, **dict.fromkeys(keys, pl.String)},

@@ -12,8 +12,9 @@
 
 Validation is whole-column Polars expressions (JSONL's types are checked per record first: the
 JSON reader would turn a number into a string). Any fault stops loading with one line naming
-the file, the row (1-based, as read: the line of a JSONL file) and the value. Nothing is
-written.
+the file, the row (1-based, as read: the line of a JSONL file, lines ending at "\n" only) and
+the value. Case and fact IDs follow the rules of every corpus format (`fragbench.corpus_ids`).
+Nothing is written.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ from typing import Any
 import attrs
 import polars as pl
 
+from fragbench.corpus_ids import (
+    CASE_ID_PATTERN,
+    CASE_ID_RULE,
+    FACT_ID_PATTERN,
+    FACT_ID_RULE,
+    shown,
+)
 from fragbench.errors import CorpusError
 
 FORMATS = {"parquet": ("cases.parquet", "sentences.parquet"),
@@ -95,11 +103,6 @@ def _fail(path: Path, message: str) -> CorpusError:
     return CorpusError(f"{path}: {message}; fix the corpus file and run again.")
 
 
-def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 # --- reading ----------------------------------------------------------------------------------
 
 def _read_bytes(path: Path) -> bytes:
@@ -116,13 +119,38 @@ def _read_parquet(path: Path, raw: bytes) -> pl.DataFrame:
         raise _fail(path, f"is not a readable Parquet file ({type(exc).__name__})") from None
 
 
+class NotUtf8(ValueError):
+    """A JSON-lines file's bytes are not UTF-8; `line` is the 1-based line of the first fault."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(f"line {line} is not UTF-8 text")
+        self.line = line
+
+
+def jsonl_lines(raw: bytes) -> list[str]:
+    """The lines of a JSON-lines file: split at b"\\n" only (a "\\r" before it dropped), never
+    at the other characters `str.splitlines` breaks at (U+2028, U+2029, U+0085, \\x1c-\\x1e),
+    which a JSON string may hold raw and Polars' `write_ndjson` writes raw. A final newline
+    ends the last line; it does not start a blank one. Raises NotUtf8."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotUtf8(raw.count(b"\n", 0, exc.start) + 1) from None
+    # UTF-8 never holds the byte 0x0A inside a character: splitting the text at "\n" is
+    # splitting the bytes at b"\n".
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the final newline, or an empty file
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def _jsonl_records(path: Path, raw: bytes) -> list[Any]:
     """Every line's JSON value. One C call for the whole file when it parses; only a faulty
     file is parsed line by line again, to name the line."""
     try:
-        lines = raw.decode("utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise _fail(path, "is not UTF-8 text") from None
+        lines = jsonl_lines(raw)
+    except NotUtf8 as exc:
+        raise _fail(path, str(exc)) from None
     try:
         records = json.loads("[" + ",".join(lines) + "]")
         if len(records) == len(lines):
@@ -144,7 +172,7 @@ def _check_record(path: Path, number: int, record: Any, columns: tuple[str, ...]
                   optional: tuple[str, ...]) -> None:
     """JSON types, strictly: a string where a string is expected, never a number."""
     if not isinstance(record, dict):
-        raise _fail(path, f"row {number} is {_shown(record)}, not a JSON object")
+        raise _fail(path, f"row {number} is {shown(record)}, not a JSON object")
     missing = [c for c in columns if c not in record]
     extra = [k for k in record if k not in columns and k not in optional]
     if missing or extra:
@@ -165,7 +193,7 @@ def _check_record(path: Path, number: int, record: Any, columns: tuple[str, ...]
         else:
             ok, expected = isinstance(value, str), "a string"
         if not ok:
-            raise _fail(path, f"row {number}: {key} is {_shown(value)}, not {expected}")
+            raise _fail(path, f"row {number}: {key} is {shown(value)}, not {expected}")
 
 
 def _read_jsonl(path: Path, raw: bytes, columns: tuple[str, ...],
@@ -225,8 +253,15 @@ def _check_strings(path: Path, frame: pl.DataFrame, columns: list[str]) -> None:
         row = _first(frame, pl.col(column).is_null() | (pl.col(column).str.strip_chars() == ""))
         if row is not None:
             what = "is missing (null)" if row[column] is None else \
-                f"is empty ({_shown(row[column])})"
+                f"is empty ({shown(row[column])})"
             raise _fail(path, f"row {row['_row']}: {column} {what}")
+
+
+def _check_ids(path: Path, frame: pl.DataFrame, column: str, pattern: str, rule: str) -> None:
+    """Every value of `column` matches `pattern` whole (`fragbench.corpus_ids`)."""
+    row = _first(frame, ~pl.col(column).str.contains(f"^(?:{pattern})$"))
+    if row is not None:
+        raise _fail(path, f"row {row['_row']}: {column} {shown(row[column])} {rule}")
 
 
 def _check_id_list(path: Path, frame: pl.DataFrame, column: str, where: str) -> pl.DataFrame:
@@ -243,10 +278,10 @@ def _check_id_list(path: Path, frame: pl.DataFrame, column: str, where: str) -> 
                  | (pl.col("fact_id").str.strip_chars() == ""))
     if bad is not None:
         raise _fail(path, f"row {bad['_row']}: {where} holds the empty ID "
-                    f"{_shown(bad['fact_id'])}")
+                    f"{shown(bad['fact_id'])}")
     bad = _first(long, pl.len().over("_row", "fact_id") > 1)
     if bad is not None:
-        raise _fail(path, f"row {bad['_row']}: {where} repeats {_shown(bad['fact_id'])}")
+        raise _fail(path, f"row {bad['_row']}: {where} repeats {shown(bad['fact_id'])}")
     return long
 
 
@@ -263,25 +298,30 @@ def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
         raise _fail(cases_path, "holds no case")
     _check_strings(sentences_path, sentences, list(SENTENCE_COLUMNS))
     _check_strings(cases_path, cases, ["case", "lang", "license", "source", "question"])
+    # Case IDs become call IDs and anchors, fact IDs are shown to the model and cited back:
+    # the rules of every corpus format (fragbench.corpus_ids).
+    _check_ids(cases_path, cases, "case", CASE_ID_PATTERN, CASE_ID_RULE)
+    _check_ids(sentences_path, sentences, "case", CASE_ID_PATTERN, CASE_ID_RULE)
+    _check_ids(sentences_path, sentences, "fact_id", FACT_ID_PATTERN, FACT_ID_RULE)
 
     again = pl.int_range(pl.len())  # 0 for a key's first row: the repeat is named, not it
     row = _first(sentences, again.over("case", "lang", "fact_id") > 0)
     if row is not None:
-        raise _fail(sentences_path, f"row {row['_row']}: fact {_shown(row['fact_id'])} of case "
-                    f"{_shown(row['case'])} [{row['lang']}] is repeated")
+        raise _fail(sentences_path, f"row {row['_row']}: fact {shown(row['fact_id'])} of case "
+                    f"{shown(row['case'])} [{row['lang']}] is repeated")
     row = _first(cases, again.over("case", "lang") > 0)
     if row is not None:
-        raise _fail(cases_path, f"row {row['_row']}: case {_shown(row['case'])} [{row['lang']}] "
+        raise _fail(cases_path, f"row {row['_row']}: case {shown(row['case'])} [{row['lang']}] "
                     "has two rows (one row per case and language)")
     row = _first(sentences.join(cases.select("case", "lang"), on=["case", "lang"], how="anti",
                                 maintain_order="left"), pl.lit(True))
     if row is not None:
-        raise _fail(sentences_path, f"row {row['_row']}: case {_shown(row['case'])} "
+        raise _fail(sentences_path, f"row {row['_row']}: case {shown(row['case'])} "
                     f"[{row['lang']}] has no row in {cases_path.name}")
     row = _first(cases.join(sentences.select("case", "lang").unique(), on=["case", "lang"],
                             how="anti", maintain_order="left"), pl.lit(True))
     if row is not None:
-        raise _fail(cases_path, f"row {row['_row']}: case {_shown(row['case'])} [{row['lang']}] "
+        raise _fail(cases_path, f"row {row['_row']}: case {shown(row['case'])} [{row['lang']}] "
                     f"has no sentence in {sentences_path.name}")
 
     # Every language of a case has the same fact IDs: the first language's.
@@ -293,14 +333,14 @@ def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
     row = _first(facts.join(first, on=["case", "fact_id"], how="anti", maintain_order="left"),
                  pl.lit(True))
     if row is not None:
-        raise _fail(sentences_path, f"row {row['_row']}: case {_shown(row['case'])} "
-                    f"[{row['lang']}] has the fact {_shown(row['fact_id'])} that its first "
+        raise _fail(sentences_path, f"row {row['_row']}: case {shown(row['case'])} "
+                    f"[{row['lang']}] has the fact {shown(row['fact_id'])} that its first "
                     "language lacks")
     counts = facts.group_by("case", "lang").agg(pl.len().alias("n"))
     row = _first(langs.join(counts, on=["case", "lang"]), pl.col("n") != pl.col("n").max()
                  .over("case"))
     if row is not None:
-        raise _fail(cases_path, f"row {row['_row']}: case {_shown(row['case'])} [{row['lang']}] "
+        raise _fail(cases_path, f"row {row['_row']}: case {shown(row['case'])} [{row['lang']}] "
                     "lacks facts that its other languages have")
 
     n_facts = first.group_by("case").agg(pl.len().alias("_n"))
@@ -309,8 +349,8 @@ def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
     row = _first(conditions.join(first, on=["case", "fact_id"], how="anti",
                                  maintain_order="left"), pl.lit(True))
     if row is not None:
-        raise _fail(cases_path, f"row {row['_row']}: conditions names {_shown(row['fact_id'])}, "
-                    f"which is no fact of case {_shown(row['case'])}")
+        raise _fail(cases_path, f"row {row['_row']}: conditions names {shown(row['fact_id'])}, "
+                    f"which is no fact of case {shown(row['case'])}")
 
     variant_names = [f.name for f in cases.schema["variants"].fields]
     if not variant_names:
@@ -327,13 +367,13 @@ def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
                          pl.col("_order").list.len() != pl.col("_n"))
         if row is not None:
             raise _fail(cases_path, f"row {row['_row']}: variant {name} of case "
-                        f"{_shown(row['case'])} is not a permutation of its fact IDs")
+                        f"{shown(row['case'])} is not a permutation of its fact IDs")
         orders.append(long.select("case", pl.lit(name).alias("variant"), "position",
                                   "fact_id", pl.lit(index, pl.Int32).alias("_vi")))
     row = _first(one, pl.all_horizontal(pl.col("variants").struct.field(n).is_null()
                                         for n in variant_names))
     if row is not None:
-        raise _fail(cases_path, f"row {row['_row']}: case {_shown(row['case'])} has no variant")
+        raise _fail(cases_path, f"row {row['_row']}: case {shown(row['case'])} has no variant")
 
     groups = one.select("case")
     if "groups" in cases.columns:
@@ -341,7 +381,7 @@ def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
         reserved = reserved_group_keys()
         for key in keys:
             if not GROUP_KEY.fullmatch(key) or key in reserved:
-                raise _fail(cases_path, f"group key {_shown(key)} must match [a-z][a-z0-9_]* "
+                raise _fail(cases_path, f"group key {shown(key)} must match [a-z][a-z0-9_]* "
                             "and not be a column name of the core's tables")
         groups = one.select("_row", "case", *(pl.col("groups").struct.field(k) for k in keys))
         _check_strings(cases_path, groups.rename({k: f"groups.{k}" for k in keys}),
@@ -359,8 +399,8 @@ def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
             row = _first(by_case.filter(pl.col("case") == row["case"]),
                          pl.col(column) != pl.col(f"_first_{column}"))
             assert row is not None
-            raise _fail(cases_path, f"row {row['_row']}: {column} of case {_shown(row['case'])} "
-                        f"[{row['lang']}] ({_shown(row[column])}) differs from its first "
+            raise _fail(cases_path, f"row {row['_row']}: {column} of case {shown(row['case'])} "
+                        f"[{row['lang']}] ({shown(row[column])}) differs from its first "
                         "language's")
 
     is_condition = conditions.select("case", "fact_id", pl.lit(True).alias("is_condition"))

@@ -15,7 +15,7 @@ One case per question, in the file's order, language `en`, source `Wikipedia`, l
   every run of other characters an underscore, at most 40 characters, `p` if nothing is left),
   HASH the first 6 hex digits of the sha256 of the title's UTF-8 bytes (two titles that give
   one SLUG still differ) and INDEX the sentence's 0-based index in its paragraph, as
-  `supporting_facts` counts: `Scott_Derrickson-5d1f0e-0`. Stable: it depends on the title and
+  `supporting_facts` counts: `Scott_Derrickson-a6f7cf-0`. Stable: it depends on the title and
   the index alone, never on the paragraph's position;
 - conditions: the supporting facts, each once, in their order. One that names no sentence of
   the context (an index past its paragraph's end, a title not in the context, a blank
@@ -41,14 +41,13 @@ from typing import Any
 
 import attrs
 
+from fragbench.corpus_ids import CASE_ID, CASE_ID_RULE, shown
 from fragbench.errors import CorpusError
-from fragbench.importers.write import check_out, frames, write_corpus
+from fragbench.importers.write import Tables, check_out, frames, write_corpus
 
 LANG = "en"
 SOURCE = "Wikipedia"
 LICENSE = "CC-BY-SA-4.0"
-CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-"""An `_id` becomes a case ID, part of every call ID: HotpotQA's are 24 hex digits."""
 FORMAT_HELP = ("HotpotQA's distractor format is a JSON list of objects with _id, question, "
                "type, level, supporting_facts ([title, index] pairs) and context ([title, "
                "sentences] pairs) (docs/corpus.md)")
@@ -71,14 +70,13 @@ def slug(title: str) -> str:
 
 
 def fact_id(title: str, index: int) -> str:
-    """The fact ID of sentence `index` (0-based) of the paragraph `title` (module docstring)."""
+    """The fact ID of sentence `index` (0-based) of the paragraph `title` (module docstring).
+
+    >>> fact_id("Scott Derrickson", 0)
+    'Scott_Derrickson-a6f7cf-0'
+    """
     digest = hashlib.sha256(title.encode("utf-8")).hexdigest()[:6]
     return f"{slug(title)}-{digest}-{index}"
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class _Question:
@@ -88,13 +86,12 @@ class _Question:
         self.path, self.number = path, number
         self.where = f"question {number}"
         if not isinstance(raw, dict):
-            raise self.fail(f"is {_shown(raw)}, not a JSON object")
+            raise self.fail(f"is {shown(raw)}, not a JSON object")
         self.raw = raw
         self.id = self.text("_id")
         self.where = f"question {number} ({self.id})"
         if not CASE_ID.fullmatch(self.id):
-            raise self.fail(f"_id {_shown(self.id)} must be up to 128 letters, digits, '.', "
-                            "'_' and '-'")
+            raise self.fail(f"_id {shown(self.id)} {CASE_ID_RULE}")
 
     def fail(self, message: str) -> CorpusError:
         return CorpusError(f"{self.path}: {self.where}: {message}; {FORMAT_HELP}. Nothing was "
@@ -108,7 +105,7 @@ class _Question:
     def text(self, key: str) -> str:
         value = self.get(key)
         if not isinstance(value, str) or not value.strip():
-            raise self.fail(f"{key} is {_shown(value)}, not a non-empty string")
+            raise self.fail(f"{key} is {shown(value)}, not a non-empty string")
         return value
 
     def pairs(self, key: str) -> list[list[Any]]:
@@ -117,12 +114,12 @@ class _Question:
                                                   for p in value):
             bad = value if not isinstance(value, list) else next(
                 p for p in value if not (isinstance(p, list) and len(p) == 2))
-            raise self.fail(f"{key} holds {_shown(bad)}, not a [title, ...] pair")
+            raise self.fail(f"{key} holds {shown(bad)}, not a [title, ...] pair")
         return value
 
 
-def parse(path: Path) -> tuple[dict[str, list[Any]], dict[str, list[Any]], dict[str, Any]]:
-    """The cases and sentences columns of the file, and what was skipped (module docstring)."""
+def parse(path: Path) -> tuple[Tables, dict[str, Any]]:
+    """The file's cases as the corpus's tables, and what was skipped (module docstring)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -141,10 +138,7 @@ def parse(path: Path) -> tuple[dict[str, list[Any]], dict[str, list[Any]], dict[
     if not isinstance(data, list) or not data:
         raise CorpusError(f"{path}: holds {type(data).__name__ if data else 'nothing'}, not a "
                           f"non-empty list of questions; {FORMAT_HELP}. Nothing was written.")
-    cases: dict[str, list[Any]] = {k: [] for k in ("case", "lang", "license", "source",
-                                                    "question", "conditions", "variants",
-                                                    "groups")}
-    sentences: dict[str, list[Any]] = {"case": [], "lang": [], "fact_id": [], "text": []}
+    tables = Tables()
     seen: dict[str, int] = {}
     skipped_questions: list[str] = []
     skipped_facts: list[dict[str, Any]] = []
@@ -156,19 +150,19 @@ def parse(path: Path) -> tuple[dict[str, list[Any]], dict[str, list[Any]], dict[
         seen[q.id] = number
         question, kind, level = q.text("question"), q.text("type"), q.text("level")
         if "answer" in q.raw and not isinstance(q.raw["answer"], str):
-            raise q.fail(f"answer is {_shown(q.raw['answer'])}, not a string")
+            raise q.fail(f"answer is {shown(q.raw['answer'])}, not a string")
         paragraphs: list[tuple[str, list[str]]] = []  # title, its fact IDs in order
         ids: dict[tuple[str, int], str] = {}
         texts: list[str] = []
         titles: set[str] = set()
         for title, lines in q.pairs("context"):
             if not isinstance(title, str) or not title.strip():
-                raise q.fail(f"context holds the title {_shown(title)}, not a non-empty string")
+                raise q.fail(f"context holds the title {shown(title)}, not a non-empty string")
             if title in titles:
-                raise q.fail(f"context holds the paragraph {_shown(title)} twice")
+                raise q.fail(f"context holds the paragraph {shown(title)} twice")
             titles.add(title)
             if not isinstance(lines, list) or not all(isinstance(s, str) for s in lines):
-                raise q.fail(f"context paragraph {_shown(title)} holds {_shown(lines)}, not a "
+                raise q.fail(f"context paragraph {shown(title)} holds {shown(lines)}, not a "
                              "list of sentences")
             order = []
             for index, sentence in enumerate(lines):
@@ -185,7 +179,7 @@ def parse(path: Path) -> tuple[dict[str, list[Any]], dict[str, list[Any]], dict[
         for title, index in q.pairs("supporting_facts"):
             if not isinstance(title, str) or not isinstance(index, int) \
                     or isinstance(index, bool):
-                raise q.fail(f"supporting_facts holds {_shown([title, index])}, not a [title, "
+                raise q.fail(f"supporting_facts holds {shown([title, index])}, not a [title, "
                              "sentence index] pair")
             fid = ids.get((title, index))
             if fid is None:
@@ -197,34 +191,25 @@ def parse(path: Path) -> tuple[dict[str, list[Any]], dict[str, list[Any]], dict[
             continue
         if len(set(ids.values())) != len(ids):
             raise q.fail("two of its paragraphs' titles give one fact ID; rename one")
-        sentences["case"].extend([q.id] * len(texts))
-        sentences["lang"].extend([LANG] * len(texts))
-        sentences["fact_id"].extend(ids.values())
-        sentences["text"].extend(texts)
-        cases["case"].append(q.id)
-        cases["lang"].append(LANG)
-        cases["license"].append(LICENSE)
-        cases["source"].append(SOURCE)
-        cases["question"].append(question)
-        cases["conditions"].append(conditions)
-        cases["variants"].append({
-            "A": [f for _, order in paragraphs for f in order],
-            "B": [f for _, order in reversed(paragraphs) for f in order]})
-        cases["groups"].append({"type": kind, "level": level})
+        variants = {"A": [f for _, order in paragraphs for f in order],
+                    "B": [f for _, order in reversed(paragraphs) for f in order]}
+        tables.add(q.id, LANG, LICENSE, SOURCE, question,
+                   list(zip(ids.values(), texts, strict=True)), conditions, variants,
+                   {"type": kind, "level": level})
     report = {"input_sha256": digest, "skipped_questions": skipped_questions,
               "skipped_supporting_facts": skipped_facts, "blank_sentences": blank}
-    return cases, sentences, report
+    return tables, report
 
 
 def import_hotpotqa(path: Path, out: Path, fmt: str = "parquet") -> Imported:
     """Import `path` into the new corpus folder `out` (module docstring); refuse, writing
     nothing, when `out` exists or the file is not HotpotQA's format."""
     check_out(out)
-    cases, sentences, report = parse(path)
-    if not cases["case"]:
+    tables, report = parse(path)
+    if not tables:
         raise CorpusError(f"{path}: no question has a supporting fact that names a sentence of "
                           "its context; nothing to import. Nothing was written.")
-    case_frame, sentence_frame = frames(cases, sentences)
+    case_frame, sentence_frame = frames(tables)
     manifest = {
         "importer": "hotpotqa", "input": path.name,
         "cases": case_frame.height, "sentences": sentence_frame.height,

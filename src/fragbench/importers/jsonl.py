@@ -5,13 +5,18 @@ an object:
      "conditions": ["s1"], "groups": {"topic": "prices"},
      "source": "...", "license": "...", "lang": "en"}
 
-`id`, `question`, `sentences` (non-empty; each `id` and `text` a non-empty string, IDs unique
-in the case) and `conditions` (non-empty, among the sentences' IDs) are required; `groups`
-(group key -> string; every case the same keys), `source` (default `the document`), `license`
-(default `unspecified`) and `lang` (default `en`) are optional; any other key is refused.
+`id` (a case ID: 1 to 128 letters, digits, `.`, `_`, `-`, the first a letter or digit),
+`question`, `sentences` (non-empty; each `text` a non-empty string, each `id` a fact ID: 1 to
+128 characters, no control character, `[` or `]`, no space at either end; unique in the case;
+`fragbench.corpus_ids`) and `conditions` (non-empty, among the sentences' IDs) are required;
+`groups` (group key -> string; every case the same keys), `source` (default `the document`),
+`license` (default `unspecified`) and `lang` (default `en`) are optional; any other key is
+refused.
 Variant A is the given order; variant B the sentences sorted by the sha256 of
 `CASE_ID + "\\0" + SENTENCE_ID` (a fixed shuffle that depends on the IDs alone). A fault is
-refused in one line naming the file, the line and the value; nothing is written.
+refused in one line naming the file, the line and the value; nothing is written. Lines end
+at "\\n" only (a "\\r" before it is dropped): U+2028 and the other characters
+`str.splitlines` breaks at may stand raw in a JSON string.
 """
 
 from __future__ import annotations
@@ -19,20 +24,16 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
+from fragbench.corpus_columnar import NotUtf8, jsonl_lines
+from fragbench.corpus_ids import CASE_ID, CASE_ID_RULE, FACT_ID, FACT_ID_RULE, shown
 from fragbench.errors import CorpusError
-from fragbench.importers.write import check_out, frames, write_corpus
+from fragbench.importers.write import Tables, check_out, frames, write_corpus
 
 REQUIRED = ("id", "question", "sentences", "conditions")
 OPTIONAL = {"groups": None, "source": "the document", "license": "unspecified", "lang": "en"}
 FORMAT_HELP = ("one JSON object a line with id, question, sentences ([{\"id\", \"text\"}]), "
                "conditions and optionally groups, source, license, lang (docs/corpus.md)")
-
-
-def _shown(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def b_order(case_id: str, ids: list[str]) -> list[str]:
@@ -42,24 +43,23 @@ def b_order(case_id: str, ids: list[str]) -> list[str]:
     return sorted(ids, key=key)
 
 
-def parse(path: Path) -> tuple[dict[str, list[Any]], dict[str, list[Any]], str]:
+def parse(path: Path) -> tuple[Tables, str]:
+    """The file's cases as the corpus's tables, and the sha256 of its bytes (module
+    docstring)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise CorpusError(f"{path}: cannot be read ({exc.strerror}); check the path.") from None
     digest = hashlib.sha256(raw).hexdigest()
     try:
-        lines = raw.decode("utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise CorpusError(f"{path}: is not UTF-8 text; {FORMAT_HELP}.") from None
+        texts = jsonl_lines(raw)  # split at "\n" only: U+2028 may stand raw in a string
+    except NotUtf8 as exc:
+        raise CorpusError(f"{path}: {exc}; {FORMAT_HELP}. Nothing was written.") from None
     del raw
-    cases: dict[str, list[Any]] = {k: [] for k in ("case", "lang", "license", "source",
-                                                    "question", "conditions", "variants",
-                                                    "groups")}
-    sentences: dict[str, list[Any]] = {"case": [], "lang": [], "fact_id": [], "text": []}
+    tables = Tables()
     seen: dict[str, int] = {}
     keys: list[str] | None = None
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(texts, 1):
         def fail(message: str, number: int = number) -> CorpusError:
             return CorpusError(f"{path}: line {number}: {message}; {FORMAT_HELP}. Nothing was "
                                "written.")
@@ -68,7 +68,7 @@ def parse(path: Path) -> tuple[dict[str, list[Any]], dict[str, list[Any]], str]:
         except (ValueError, RecursionError):
             raise fail("is not one JSON value") from None
         if not isinstance(record, dict):
-            raise fail(f"is {_shown(record)}, not a JSON object")
+            raise fail(f"is {shown(record)}, not a JSON object")
         missing = [k for k in REQUIRED if k not in record]
         extra = [k for k in record if k not in REQUIRED and k not in OPTIONAL]
         if missing or extra:
@@ -77,68 +77,61 @@ def parse(path: Path) -> tuple[dict[str, list[Any]], dict[str, list[Any]], str]:
         values = {**OPTIONAL, **record}
         for key in ("id", "question", "source", "license", "lang"):
             if not isinstance(values[key], str) or not values[key].strip():
-                raise fail(f"{key} is {_shown(values[key])}, not a non-empty string")
+                raise fail(f"{key} is {shown(values[key])}, not a non-empty string")
         case_id = values["id"]
+        if not CASE_ID.fullmatch(case_id):
+            raise fail(f"id {shown(case_id)} {CASE_ID_RULE}")
         if case_id in seen:
-            raise fail(f"id {_shown(case_id)} is also line {seen[case_id]}'s")
+            raise fail(f"id {shown(case_id)} is also line {seen[case_id]}'s")
         seen[case_id] = number
         items = values["sentences"]
         if not isinstance(items, list) or not items:
-            raise fail(f"sentences is {_shown(items)}, not a non-empty list")
+            raise fail(f"sentences is {shown(items)}, not a non-empty list")
         ids: list[str] = []
         for item in items:
             if not isinstance(item, dict) or set(item) != {"id", "text"} or not all(
                     isinstance(item[k], str) and item[k].strip() for k in ("id", "text")):
-                raise fail(f"sentences holds {_shown(item)}, not {{\"id\": string, \"text\": "
+                raise fail(f"sentences holds {shown(item)}, not {{\"id\": string, \"text\": "
                            "string}} with both non-empty")
+            if not FACT_ID.fullmatch(item["id"]):
+                raise fail(f"sentence id {shown(item['id'])} {FACT_ID_RULE}")
             if item["id"] in ids:
-                raise fail(f"sentence id {_shown(item['id'])} is repeated")
+                raise fail(f"sentence id {shown(item['id'])} is repeated")
             ids.append(item["id"])
         conditions = values["conditions"]
         if not isinstance(conditions, list) or not conditions or not all(
                 isinstance(c, str) for c in conditions):
-            raise fail(f"conditions is {_shown(conditions)}, not a non-empty list of sentence "
+            raise fail(f"conditions is {shown(conditions)}, not a non-empty list of sentence "
                        "ids")
         unknown = [c for c in conditions if c not in ids]
         if unknown:
-            raise fail(f"conditions names {_shown(unknown[0])}, which is no sentence id of the "
+            raise fail(f"conditions names {shown(unknown[0])}, which is no sentence id of the "
                        "case")
         if len(set(conditions)) != len(conditions):
             raise fail("conditions repeats an id")
         groups = values["groups"] if values["groups"] is not None else {}
         if not isinstance(groups, dict) or not all(isinstance(v, str) and v.strip()
                                                    for v in groups.values()):
-            raise fail(f"groups is {_shown(groups)}, not an object of group key -> string")
+            raise fail(f"groups is {shown(groups)}, not an object of group key -> string")
         if keys is None:
             keys = list(groups)
         elif set(groups) != set(keys):
-            raise fail(f"groups has the keys {_shown(sorted(groups))}; every case needs the "
-                       f"same keys ({_shown(sorted(keys))})")
-        lang = values["lang"]
-        sentences["case"].extend([case_id] * len(ids))
-        sentences["lang"].extend([lang] * len(ids))
-        sentences["fact_id"].extend(ids)
-        sentences["text"].extend(item["text"] for item in items)
-        for key in ("source", "license", "question"):
-            cases[key].append(values[key])
-        cases["case"].append(case_id)
-        cases["lang"].append(lang)
-        cases["conditions"].append(conditions)
-        cases["variants"].append({"A": ids, "B": b_order(case_id, ids)})
-        cases["groups"].append(groups)
-    if not cases["case"]:
+            raise fail(f"groups has the keys {shown(sorted(groups))}; every case needs the "
+                       f"same keys ({shown(sorted(keys))})")
+        tables.add(case_id, values["lang"], values["license"], values["source"],
+                   values["question"], [(item["id"], item["text"]) for item in items],
+                   conditions, {"A": ids, "B": b_order(case_id, ids)}, groups)
+    if not tables:
         raise CorpusError(f"{path}: holds no case; {FORMAT_HELP}.")
-    if not keys:
-        del cases["groups"]
-    return cases, sentences, digest
+    return tables, digest
 
 
 def import_jsonl(path: Path, out: Path, fmt: str = "parquet") -> int:
     """Import `path` into the new corpus folder `out`; the number of cases. Refused, writing
     nothing, when `out` exists or a line is not the format above."""
     check_out(out)
-    cases, sentences, digest = parse(path)
-    case_frame, sentence_frame = frames(cases, sentences)
+    tables, digest = parse(path)
+    case_frame, sentence_frame = frames(tables)
     manifest = {"importer": "jsonl", "input": path.name, "input_sha256": digest,
                 "cases": case_frame.height, "sentences": sentence_frame.height,
                 "rules": "fragbench.importers.jsonl (docs/corpus.md): variant A as given, B "

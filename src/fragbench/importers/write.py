@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import attrs
 import polars as pl
 
 from fragbench import corpus_columnar
@@ -40,11 +41,44 @@ def check_out(out: Path) -> None:
                          "over one: choose another --out or remove that one first.")
 
 
-def frames(cases: dict[str, list[Any]], sentences: dict[str, list[Any]]
-           ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The two tables from columns of Python values, in the columnar corpus's types."""
+def _columns(names: tuple[str, ...]) -> dict[str, list[Any]]:
+    return {name: [] for name in names}
+
+
+@attrs.define
+class Tables:
+    """An import's two tables as columns of Python values, case by case (one language a
+    case: both importers write one), in the columnar corpus's column names."""
+
+    cases: dict[str, list[Any]] = attrs.field(factory=lambda: _columns(
+        (*corpus_columnar.CASE_COLUMNS, *corpus_columnar.OPTIONAL_CASE_COLUMNS)))
+    sentences: dict[str, list[Any]] = attrs.field(
+        factory=lambda: _columns(corpus_columnar.SENTENCE_COLUMNS))
+
+    def add(self, case: str, lang: str, license_: str, source: str, question: str,
+            facts: list[tuple[str, str]], conditions: list[str],
+            variants: dict[str, list[str]], groups: dict[str, str]) -> None:
+        """One case: its facts (fact ID, text) in file order."""
+        self.sentences["case"].extend([case] * len(facts))
+        self.sentences["lang"].extend([lang] * len(facts))
+        self.sentences["fact_id"].extend(fid for fid, _ in facts)
+        self.sentences["text"].extend(text for _, text in facts)
+        for column, value in (("case", case), ("lang", lang), ("license", license_),
+                              ("source", source), ("question", question),
+                              ("conditions", conditions), ("variants", variants),
+                              ("groups", groups)):
+            self.cases[column].append(value)
+
+    def __len__(self) -> int:
+        return len(self.cases["case"])
+
+
+def frames(tables: Tables) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The two tables, in the columnar corpus's types; no `groups` column when no case has a
+    group."""
+    cases, sentences = tables.cases, tables.sentences
     variant_names = list(dict.fromkeys(k for v in cases["variants"] for k in v))
-    group_keys = list(dict.fromkeys(k for g in cases.get("groups", []) for k in g))
+    group_keys = list(dict.fromkeys(k for g in cases["groups"] for k in g))
     ids = pl.List(pl.String)
     schema: dict[str, Any] = {c: pl.String for c in ("case", "lang", "license", "source",
                                                       "question")}
