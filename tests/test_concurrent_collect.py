@@ -14,6 +14,7 @@ opens, and waits are bounded only by PATIENCE, a bound on a failure.
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import subprocess
@@ -35,7 +36,7 @@ from fragbench.collect import BudgetBook, collect
 from fragbench.config import Concurrency, load_experiment
 from fragbench.interfaces import Usage
 from fragbench.journal import Journal, read_journal
-from fragbench.ledger import Ledger, ledger_path
+from fragbench.ledger import LEDGER_URL_ENV, Ledger, LedgerBase, ledger_for, ledger_path
 from fragbench.pacing import Pacer
 from fragbench.plan import build_plan, call_reservation, verify
 from fragbench.plugins import registry
@@ -110,13 +111,22 @@ def first_together(n: int, action: Action) -> Action:
     return act
 
 
-def ledger_of(experiment: Path) -> Ledger:
+def ledger_of(experiment: Path) -> LedgerBase:
+    """The budget's ledger in the store the environment selects (file, or PostgreSQL)."""
     budget = load_experiment(experiment).budget
-    return Ledger(ledger_path(budget.id), budget).load()
+    return ledger_for(budget).load()
 
 
 def ledger_lines(experiment: Path) -> list[dict[str, Any]]:
     budget = load_experiment(experiment).budget
+    url = os.environ.get(LEDGER_URL_ENV)
+    if url:  # the PostgreSQL store: each record's text, in order
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            return [json.loads(line) for (line,) in conn.execute(
+                "SELECT line FROM fragbench_ledger WHERE budget_id = %s ORDER BY n",
+                (budget.id,))]
     records = []
     for line in ledger_path(budget.id).read_text(encoding="utf-8").splitlines():
         try:
@@ -424,14 +434,18 @@ def test_calls_in_flight_hold_their_reservations_against_another_series(
     assert len(server.requests) == reserves == 72  # never a request without a reservation
 
 
+@pytest.mark.parametrize("store", ["file", "postgresql"])
 def test_two_processes_on_one_budget_with_calls_in_flight_never_cross_the_ceiling(
-        experiment: Path, server: Server) -> None:
+        experiment: Path, server: Server, store: str, request: pytest.FixtureRequest) -> None:
     """Both runs get their eight calls in flight (the server holds them), then every answer
     costs about its reservation, so the two plans cannot both be paid: one run stops at a
     start whose check fails, and at no record of the ledger did the two together go above
-    the ceiling."""
+    the ceiling. On both ledger stores: the file (flock), and a PostgreSQL server
+    (FRAGBENCH_LEDGER_URL, its advisory lock per budget; skipped without server binaries)."""
     from test_signals import Lines
 
+    if store == "postgresql":
+        request.getfixturevalue("ledger_url")  # sets FRAGBENCH_LEDGER_URL, unsets the folder
     with_in_flight(experiment)
     tight_budget(experiment, slack_calls=12)  # one plan and a bit: never two
     gate = threading.Event()
