@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 ledger_app = typer.Typer(help="Show, audit and move a budget's ledger (in either store).",
                          no_args_is_help=True)
 
-BudgetArg = Annotated[str, typer.Argument(help="The budget id (the config's [budget] id).")]
+BudgetArg = Annotated[str, typer.Argument(
+    help="The budget id (`id` in the config's budget table).")]
 
 
 def _say(text: str) -> None:
@@ -163,13 +164,14 @@ def _target(to: str | None) -> str:
 def move(budget: BudgetArg, to: ToOption = None) -> None:
     """Move a file ledger into a PostgreSQL server, its chain intact.
 
-    The file is FRAGBENCH_LEDGER_DIR's (or the default folder's); the server is --to's, else
-    FRAGBENCH_LEDGER_URL's (a --to holding a password is refused: put it in PGPASSWORD or
-    ~/.pgpass). The file is first retired by a `moved` record, then every record is copied
-    with its exact text (every hash kept), verified, committed and read back; later runs
-    refuse the file. Stopped midway, the budget is live in at most one store, and running
-    `move` again completes (or checks) it. Refused when the server already holds the budget
-    with other records."""
+    The file is FRAGBENCH_LEDGER_DIR's (or the default folder's); the server
+    is --to's, else FRAGBENCH_LEDGER_URL's (a --to holding a password is
+    refused: put it in PGPASSWORD or ~/.pgpass). The file is first retired by
+    a `moved` record, then every record is copied with its exact text (every
+    hash kept), verified, committed and read back; later runs refuse the file.
+    Stopped midway, the budget is live in at most one store, and running
+    `move` again completes (or checks) it. Refused when the server already
+    holds the budget with other records."""
     from fragbench.ledger import LEDGER_ENV, Ledger, ledger_dir
     from fragbench.ledger_pg import move as do_move
 
