@@ -313,3 +313,70 @@ def test_the_checks_see_each_thing_hostile_markup_does(chromium: Any, tmp_path: 
         assert dom["marks"] == ["answer", "answer"]
         assert len(dom["scripts"]) == 2 and dom["handlers"] and dom["links"] and dom["foreign"]
         assert dom["styled"] and dom["styles"] == 1
+
+
+# -- Names from the series that JavaScript or the DOM treat specially (issue 16, item 5) -------
+
+def renamed_calls(series: Path, names: dict[int, str]) -> dict[int, str]:
+    """The series with the calls at plan positions `names` (0-based) given those call IDs,
+    in calls.parquet and citations.parquet; position -> old ID."""
+    calls = pl.read_parquet(series / "calls.parquet").sort("seq")
+    old = {i: calls["call_id"][i] for i in names}
+    mapping = {old[i]: new for i, new in names.items()}
+    rename = pl.col("call_id").replace(mapping)
+    calls.with_columns(rename).write_parquet(series / "calls.parquet")
+    citations = pl.read_parquet(series / "citations.parquet")
+    citations.with_columns(rename).write_parquet(series / "citations.parquet")
+    return old
+
+
+def test_call_ids_named_like_object_properties_are_found_by_their_links(
+        chromium: Any, extractive_once: Path, tmp_path: Path) -> None:
+    """Call IDs `__proto__` and `constructor` on the second page: a link to each draws its
+    page. A link to an ID no call has, named like an object's property (`toString`), is no
+    call: the filters stay as they are."""
+    series = tmp_path / "odd-ids"
+    shutil.copytree(extractive_once, series)
+    renamed_calls(series, {60: "__proto__", 61: "constructor"})
+    page_file = report_html.write_html_report(series, redact=lambda text: text)
+    with open_page(chromium, page_file) as opened:
+        page = opened.page
+        for call_id in ("__proto__", "constructor"):
+            page.evaluate("id => { location.hash = '#call-' + id; }", call_id)
+            page.wait_for_selector(f'article.call[id="call-{call_id}"]', state="attached")
+            assert page.locator("output.page").first.text_content() == "2"
+        page.evaluate("() => { location.hash = '#?mode=full'; }")
+        page.wait_for_function("() => document.querySelector('#filter-mode').value === 'full'")
+        drawn = page.evaluate("() => document.getElementById('call-list').dataset.drawn")
+        page.evaluate("() => { location.hash = '#call-toString'; }")
+        page.evaluate("() => { location.hash = '#call-hasOwnProperty-c0'; }")
+        page.wait_for_function("() => location.hash === '#call-hasOwnProperty-c0'")
+        assert page.input_value("#filter-mode") == "full"  # not cleared: no such call
+        assert page.evaluate("() => document.getElementById('call-list').dataset.drawn") == \
+            drawn  # and nothing drawn again
+        assert opened.elsewhere() == []
+
+
+def test_a_cases_table_with_column_names_no_group_key_may_have_draws_the_calls(
+        chromium: Any, extractive_once: Path, tmp_path: Path) -> None:
+    """A cases.parquet written by hand whose columns are not group keys (a space, an `=`, a
+    capital, a quote): they are left out and named on the page, and the calls, the filters
+    and the one valid group draw as usual."""
+    series = tmp_path / "odd-groups"
+    shutil.copytree(extractive_once, series)
+    cases = sorted(set(pl.read_parquet(series / "calls.parquet")["case"].to_list()))
+    bad = ["bad key", "x=y", "Type", 'q"uote', "1st"]
+    pl.DataFrame({"case": cases, **{name: ["v"] * len(cases) for name in bad},
+                  "level": ["easy"] * len(cases)}).write_parquet(series / "cases.parquet")
+    page_file = report_html.write_html_report(series, redact=lambda text: text)
+    with open_page(chromium, page_file) as opened:
+        page = opened.page
+        page.wait_for_selector("#call-list[data-drawn]", state="attached")
+        assert page.locator("article.call").count() == 50
+        assert page.evaluate("() => [...document.querySelectorAll('article.call')]"
+                             ".every(a => a.dataset.groupLevel === 'easy')")
+        assert page.locator("select[id^=filter-group-]").evaluate_all(
+            "s => s.map(e => e.id)") == ["filter-group-level"]
+        note = page.locator("p.skipped-groups").text_content() or ""
+        assert all(f"“{name}”" in note for name in bad), note
+        assert opened.elsewhere() == []

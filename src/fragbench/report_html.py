@@ -302,20 +302,29 @@ def _island(data: Any) -> str:
 
 
 def _groups(series_dir: Path, tables: dict[str, pl.DataFrame]
-            ) -> tuple[list[str], dict[str, dict[str, str]]]:
+            ) -> tuple[list[str], dict[str, dict[str, str]], list[str]]:
     """The series' case groups (cases.parquet: `case`, then one String column per group), as
-    (group keys in the table's order, case -> key -> value); none when the series has no such
-    table. A value left null is shown as an empty group value."""
+    (group keys in the table's order, case -> key -> value, columns left out); none when the
+    series has no such table. A value left null is shown as an empty group value.
+
+    A column whose name breaks the corpus's group-key rule (`[a-z][a-z0-9_]*`,
+    corpus_columnar.GROUP_KEY) is left out, and the page names it: fragbench never records
+    one, but a cases.parquet written by hand may hold any name, and a group key becomes an
+    attribute name (`data-group-KEY`) and a filter's id. Leaving it out (rather than refusing)
+    keeps the rest of the page, which the column does not touch, readable."""
     import polars as pl
+
+    from fragbench.corpus_columnar import GROUP_KEY
 
     cases = tables.get("cases")
     if cases is None and (series_dir / "cases.parquet").is_file():
         cases = pl.read_parquet(series_dir / "cases.parquet")
     if cases is None or "case" not in cases.columns:
-        return [], {}
-    keys = [c for c in cases.columns if c != "case"]
+        return [], {}, []
+    keys = [c for c in cases.columns if c != "case" and GROUP_KEY.fullmatch(c)]
+    skipped = [c for c in cases.columns if c != "case" and c not in keys]
     return keys, {row["case"]: {k: "" if row[k] is None else str(row[k]) for k in keys}
-                  for row in cases.to_dicts()}
+                  for row in cases.select("case", *keys).to_dicts()}, skipped
 
 
 SUMMARY_COUNTS = (("calls", "planned"), ("sent", "sent"), ("answered", "answered"),
@@ -498,7 +507,7 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
     journal = series_dir / JOURNAL_FILE
     times = [r["at"] for r in (read_journal(journal) if journal.exists() else [])
              if r.get("type") in ("reserve", "outcome") and r.get("at")]
-    keys, groups = _groups(series_dir, tables)
+    keys, groups, skipped_groups = _groups(series_dir, tables)
     data = _call_data(calls, citations, groups, redact)
     data["reasons"] = {r: [REASON_WORDS[r], REASON_HELP[r], REASON_SYMBOLS[r]]
                        for r in REASON_WORDS}
@@ -523,6 +532,7 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
         "page_sizes": PAGE_SIZES,
         "page_size": PAGE_SIZE,
         "group_keys": keys,
+        "skipped_groups": skipped_groups,
         "summary": _summary(calls, citations, keys, groups),
         "summary_counts": SUMMARY_COUNTS,
         "availability": (_availability(tables["availability"])

@@ -60,8 +60,10 @@
     var state = {page: 1, per: defaultPer};
     var haystacks = null;
     var drawn = 0;
-    var byId = {};
-    calls.forEach(function (call, index) { byId[call.id] = index; });
+    /* A Map, not an object: a call ID such as `constructor` or `__proto__` must be neither
+       found where no call has it nor lost where one does. */
+    var byId = new Map();
+    calls.forEach(function (call, index) { byId.set(call.id, index); });
 
     function word(reason) { return reasons[reason] ? reasons[reason][0] : reason; }
 
@@ -348,15 +350,15 @@
       try { id = decodeURIComponent(id); } catch (error) { /* malformed: use it as it is */ }
       if (id.indexOf("call-") !== 0) { return false; }
       var callId = id.slice(5);
-      if (!(callId in byId)) { callId = callId.replace(/-c[0-9]+$/, ""); }
-      if (!(callId in byId)) { return false; }
+      if (!byId.has(callId)) { callId = callId.replace(/-c[0-9]+$/, ""); }
+      if (!byId.has(callId)) { return false; }
       var found = matching();
-      var at = found.indexOf(byId[callId]);
+      var at = found.indexOf(byId.get(callId));
       if (at < 0) {
         selects.forEach(function (s) { s.value = ""; });
         search.value = "";
         found = matching();
-        at = found.indexOf(byId[callId]);
+        at = found.indexOf(byId.get(callId));
       }
       state.page = Math.floor(at / state.per) + 1;
       draw();
