@@ -1,4 +1,5 @@
-"""`sqrt-lexical`'s per-passage `score` gives, to the bit, what its first implementation gave.
+"""`sqrt-lexical`'s per-passage `score`, and selection, give to the bit what their first
+implementations gave.
 
 The scores are frozen into protocol 1.0's expected tables, so the faster `score` (a list of
 terms per chunk, a slice of chunks at a time) is held to the implementation it replaced, kept
@@ -7,7 +8,9 @@ types, order, `n_terms`, `matched_terms`) and the same score bits, on 300 Hotpot
 questions imported and chunked as `retrieve` does, on the test kit's chunks (spans that cut
 sentences included), and on generated multilingual text that takes the Unicode path (accents
 composed and decomposed, ligatures, full-width digits, a final sigma, stopwords of each
-language, texts with no term, a passage whose question is missing).
+language, texts with no term, a passage whose question is missing). Selection (which places
+each top-k's rows by arithmetic instead of sorting the whole table) is held to the sort it
+replaced, `reference_select`, the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from fragbench.builtin import scorers
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
 from fragbench.corpus import load_corpus, questions_frame, sentences_frame
-from fragbench.retrieval import chunk_passages
+from fragbench.retrieval import PASSAGE, TIE_DECIMALS, chunk_passages, select
 from fragbench.testing import samples
 from fragbench.text import explode_terms
 
@@ -153,6 +156,8 @@ def test_generated_multilingual_text_scores_as_the_reference(
     assert scored.filter(pl.col("text").str.contains(r"[^\x00-\x7F]"))["score"].max() > 0
     assert scored.filter(pl.col("case") == "nobody")["matched_terms"].to_list() == [[]]
     assert assert_same_as_reference(chunks.head(0), questions).height == 0
+    german = assert_same_as_reference(chunks.filter(pl.col("lang") == "de"), questions)
+    assert german.height > 100 and german["score"].max() > 0  # no stopword list: none dropped
 
 
 def test_the_reference_is_what_protocol_1_0_froze() -> None:
@@ -164,3 +169,51 @@ def test_the_reference_is_what_protocol_1_0_froze() -> None:
     row = assert_same_as_reference(chunks, questions).row(0, named=True)
     assert (row["n_terms"], row["matched_terms"]) == (8, ["city", "river"])
     assert row["score"] == 2 / 8 ** 0.5
+
+
+def reference_select(scored: pl.DataFrame, top_ks: list[int]) -> pl.DataFrame:
+    """`fragbench.retrieval.select` before issue 16 (commit 247802c), verbatim: the table of
+    every top-k sorted on its string keys."""
+    group = [*PASSAGE, "chunk_size"]
+    ranked = scored.with_columns(
+        pl.col("score").round(TIE_DECIMALS).alias("_key"),
+    ).with_columns(
+        (pl.len().over([*group, "_key"]) > 1).alias("tied"),
+        pl.struct(-pl.col("_key"), pl.col("chunk"))
+        .rank("ordinal")
+        .over(group)
+        .cast(pl.Int32)
+        .alias("_order"),
+    )
+    frames = [
+        ranked.with_columns(
+            pl.lit(k, pl.Int32).alias("top_k"),
+            pl.when(pl.col("_order") <= k).then(pl.col("_order")).alias("rank"),
+        )
+        for k in top_ks
+    ]
+    table = pl.concat(frames).with_columns(pl.col("rank").is_not_null().alias("selected"))
+    first = ["case", "lang", "variant", "chunk_size", "top_k", "chunk", "fact_ids",
+             "whole_fact_ids", "cut_fact_ids", "score", "rank", "selected", "tied"]
+    rest = [c for c in table.columns if c not in first and not c.startswith("_")]
+    return table.select(first + rest).sort(["case", "lang", "variant", "chunk_size", "top_k",
+                                            "chunk"])
+
+
+@pytest.mark.parametrize("top_ks", [[1], [1, 2], [3, 1, 2], [50]])
+def test_selection_orders_and_ranks_as_the_reference(
+        hotpot: tuple[pl.DataFrame, pl.DataFrame], top_ks: list[int]) -> None:
+    """The retrieval table, its rows in reading order, from chunks in another order than
+    reading order (sizes 1, 2, 3 one after the other, then shuffled); ties included."""
+    chunks, questions = hotpot
+    scored = score_chunks_frame(chunks, questions)
+    for frame in (scored, scored.sample(fraction=1.0, shuffle=True, seed=16)):
+        new = select(frame, top_ks)
+        assert_frame_equal(new, reference_select(frame, top_ks), check_exact=True)
+    assert new["tied"].any() and new.height == len(top_ks) * chunks.height
+    assert_frame_equal(select(scored.head(0), [1, 2]), reference_select(scored.head(0), [1, 2]))
+
+
+def score_chunks_frame(chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
+    """The scores as `score_chunks` hands them to selection (Float64)."""
+    return SqrtLexical().score(chunks, questions).with_columns(pl.col("score").cast(pl.Float64))

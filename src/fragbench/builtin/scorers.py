@@ -176,16 +176,24 @@ def _term_lists(frame: pl.DataFrame, text: str) -> pl.Series:
     language's stopwords removed: the terms of `fragbench.text.explode_terms`, a row each.
 
     As in `_terms`, ASCII text is only lowercased (NFKD leaves it as it is and it has no
-    combining marks); the other texts alone go through the whole normalization."""
+    combining marks); the other texts alone go through the whole normalization. A text is
+    ASCII when it has as many bytes as characters (UTF-8 writes any other character in two
+    bytes or more)."""
     texts = frame[text]
     lowered = texts.str.to_lowercase()
-    unicode = texts.str.contains(r"[^\x00-\x7F]").arg_true()
+    unicode = (texts.str.len_bytes() != texts.str.len_chars()).arg_true()
     if unicode.len():
         lowered = lowered.scatter(
             unicode, texts.gather(unicode).to_frame().select(normalized(pl.first())).to_series())
     terms = lowered.str.extract_all(TOKEN_PATTERN)
+    langs = frame["lang"].unique()
+    stopwords = {lang: words for lang, words in STOPWORDS.items() if lang in langs}
+    if not stopwords:
+        return terms
+    if langs.len() == 1:  # one language, with stopwords: no row to choose
+        return terms.list.eval(pl.element().filter(~pl.element().is_in(*stopwords.values())))
     kept: Any = pl.lit(terms)
-    for lang, words in reversed(STOPWORDS.items()):
+    for lang, words in stopwords.items():
         kept = pl.when(pl.col("lang") == lang).then(
             pl.lit(terms).list.eval(pl.element().filter(~pl.element().is_in(words)))
         ).otherwise(kept)
