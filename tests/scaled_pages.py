@@ -1,7 +1,8 @@
 """A large series for the page tests and benchmarks/bench_pages.py, written directly as tables.
 
 `scale_series(demo, out, copies)` copies the offline demo series (72 calls over 3 cases) and
-replaces its calls.parquet and citations.parquet with `copies` copies of its 72 calls, copy k's
+replaces its calls.parquet, citations.parquet and citations_per_call.parquet with `copies`
+copies of its 72 calls, copy k's
 cases renamed `CASE-kkkk`, its calls renumbered after the previous copy's, and every supplied
 text and answer given the suffix ` (copy kkkk)` (so the texts are distinct, as in a real
 corpus; each extract stays word for word in its fragment). It writes cases.parquet
@@ -72,6 +73,19 @@ def scale_series(demo: Path, out: Path, copies: int) -> Path:
                       "citation": max(numbers, default=-1) + 1, "id": "F1",
                       "extract": EXTRACT_NEEDLE, "valid": False, "reason": "not_verbatim",
                       "valid_folded": False, "reason_folded": "not_verbatim"})
+    per_call = pl.read_parquet(demo / "citations_per_call.parquet")
+    per_call_rows = []
+    by_call = {str(r["call_id"]): r for r in per_call.to_dicts()}
+    for row in call_rows:
+        # the copied call's counts, under its new ID and case (the extract needle added to
+        # the middle call is not counted: it changes no comparison the tests make)
+        old_id = str(row["call_id"]).replace(str(row["case"]), str(row["case"]).rsplit("-", 1)[0],
+                                              1)
+        if old_id in by_call:
+            per_call_rows.append({**by_call[old_id], "call_id": row["call_id"],
+                                  "case": row["case"]})
+    pl.DataFrame(per_call_rows, schema=per_call.schema).write_parquet(
+        out / "citations_per_call.parquet")
     pl.DataFrame(call_rows, schema=calls.schema).write_parquet(out / "calls.parquet")
     pl.DataFrame(cite_rows, schema=citations.schema).write_parquet(out / "citations.parquet")
     pl.DataFrame(case_rows, schema={"case": pl.String, "type": pl.String, "level": pl.String}

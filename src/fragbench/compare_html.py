@@ -8,6 +8,14 @@ base template (report_html.environment()): no URL to load, readable whole withou
 (the filters appear only with it), its one script allowed by its hash, and every value the
 page prints redacted and then escaped, one value at a time, by that environment (an answer may
 hold markup and a key); the rendered page is never rewritten.
+
+At scale (issue 16): the pair and the grid page use report.html's pager, filters, search and
+URL state (page.js `pagedList`, one code path): with JavaScript, one page of the cells that
+match (PAIR_PAGE_SIZE, GRID_PAGE_SIZE) is shown and the rest hidden, the filters and the
+search (each cell's text, case ignored) look at every cell, and the state is the URL's
+fragment (`#?differs=true&q=…&page=N&per=N`); a link to a cell (#cell-…) shows its page.
+Unlike report.html the cells stay markup (so the page reads whole without JavaScript): the
+file grows with the cells (benchmarks/RESULTS.md gives the size at 10,080).
 """
 
 from __future__ import annotations
@@ -19,10 +27,14 @@ import polars as pl
 
 from fragbench.budget import usd
 from fragbench.compare import CELL, Comparison, differing_fields, grid_differing_fields
-from fragbench.report_html import Redact
+from fragbench.report_html import PAGE_SIZES, Redact
 from fragbench.series import read_table, tables_of
 
 TEMPLATE = "compare.html.j2"
+PAIR_PAGE_SIZE = 50
+"""Cells a pair page shows at once (with JavaScript; report_html.PAGE_SIZES to choose from)."""
+GRID_PAGE_SIZE = 100
+"""Rows a grid page shows at once (a row is one line per cell)."""
 FIELD_WORDS = {
     "status": "status",
     "parsed": "parsed",
@@ -152,6 +164,8 @@ def page_context(comparison: Comparison) -> dict[str, Any]:
         ],
         "reasons": [r for r in REASON_WORDS if r in occurring],
         "fmt": _fmt,
+        "page_sizes": PAGE_SIZES,
+        "page_size": PAIR_PAGE_SIZE,
     }
 
 
@@ -213,6 +227,8 @@ def grid_context(grid: Any) -> dict[str, Any]:
             ("compared", "compared", [("true", "compared"), ("false", "not compared")],
              "data-compared", "exact"),
         ],
+        "page_sizes": PAGE_SIZES,
+        "page_size": GRID_PAGE_SIZE,
     }
 
 

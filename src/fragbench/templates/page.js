@@ -1,16 +1,20 @@
-/* The pages' one script (report.html, the compare page), allowed by its hash.
+/* The pages' one script (report.html, the compare pages), allowed by its hash.
+
+   One pager, one set of filters and search, one URL state for every page (`pagedList`): the
+   filters and the search look at every item, not only the page shown; a page of the items
+   that match is shown at a time; the state is the URL's fragment (#?case=…&q=…&page=2), so
+   a reload, a link and the back and forward buttons give the same view; a link to an item
+   (#call-ID, #cell-…) shows that item's page, clearing the filters if they hide it. Each
+   select compares the field its data-field names, whole or as one of its words
+   (data-match), and is named in the URL by its data-state.
 
    report.html (a form.filters with data-calls): the calls are data, a JSON element the page
-   holds (never markup); this script draws one page of the calls that match the filters and
-   the search at a time, every value put in with textContent or as an attribute's value,
-   never parsed as HTML. The filters and the search look at every call, not only the page
-   shown. Their state is the URL's fragment (#?case=…&q=…&page=2): a reload, a link and the
-   back and forward buttons give the same view. A link to #call-ID shows that call's page
-   (clearing the filters if they hide it).
+   holds (never markup), drawn a page at a time, every value put in with textContent or as an
+   attribute's value, never parsed as HTML (`reportPage`).
 
-   The compare page (a form.filters with data-items): each select keeps the items whose
-   attribute (its data-attribute) matches its value, whole or as one of its words
-   (data-match), and all of them when its value is empty; the count says how many are shown.
+   The compare pages (a form.filters with data-items and data-list): the cells are markup, so
+   that the page reads whole without JavaScript; the script hides all but the page shown, and
+   a select's data-field names the attribute it compares (`itemPage`).
 
    Forms, pagers and controls are shown only here, when the script runs. The sticky header's
    height is kept as the scroll padding, so a link is not hidden under it. */
@@ -51,15 +55,7 @@
     var calls = data.calls;
     var texts = data.texts;
     var reasons = data.reasons;
-    var pagers = Array.prototype.slice.call(document.querySelectorAll("nav.pager"));
-    var selects = Array.prototype.slice.call(form.querySelectorAll("select"));
-    var search = form.querySelector("input[type=search]");
-    var perSelect = document.getElementById("page-size");
-    var shown = form.querySelector("output.shown");
-    var defaultPer = Number(list.dataset.pageSize) || 50;
-    var state = {page: 1, per: defaultPer};
     var haystacks = null;
-    var drawn = 0;
     /* A Map, not an object: a call ID such as `constructor` or `__proto__` must be neither
        found where no call has it nor lost where one does. */
     var byId = new Map();
@@ -85,27 +81,6 @@
         });
       }
       return haystacks[index];
-    }
-
-    /* Every call that passes every select and holds the search's words (case ignored):
-       indexes into `calls`, in plan order. */
-    function matching() {
-      var active = selects.filter(function (s) { return s.value; });
-      var q = search.value.trim().toLowerCase();
-      var found = [];
-      for (var i = 0; i < calls.length; i += 1) {
-        var call = calls[i];
-        var keep = active.every(function (select) {
-          var have = field(call, select.dataset.field);
-          if (select.dataset.match === "word") {
-            return have.split(/\s+/).indexOf(select.value) >= 0;
-          }
-          return have === select.value;
-        });
-        if (keep && q && haystack(i).indexOf(q) < 0) { keep = false; }
-        if (keep) { found.push(i); }
-      }
-      return found;
     }
 
     function badge(reason) {
@@ -282,15 +257,70 @@
       return a;
     }
 
+    pagedList(form, list, {
+      count: calls.length,
+      field: function (i, name) { return field(calls[i], name); },
+      haystack: haystack,
+      draw: function (indexes) {
+        list.replaceChildren.apply(list, indexes.map(function (i) { return article(calls[i]); }));
+      },
+      /* #call-ID (or a citation's #call-ID-cN): that call's index, else -1. */
+      locate: function (id) {
+        if (id.indexOf("call-") !== 0) { return -1; }
+        var callId = id.slice(5);
+        if (!byId.has(callId)) { callId = callId.replace(/-c[0-9]+$/, ""); }
+        return byId.has(callId) ? byId.get(callId) : -1;
+      },
+      element: function (id, index) {
+        return document.getElementById(id) || document.getElementById("call-" + calls[index].id);
+      }
+    });
+    var note = document.getElementById("calls-need-js");
+    if (note) { note.hidden = true; }
+  }
+
+  /* -- the one pager, filters, search and URL state of both pages ---------------------------- */
+
+  /* `source` is what is paged: count, field(i, name) (a select's data-field), haystack(i)
+     (lower-case text the search looks in), draw(indexes) (show exactly those items, in order),
+     locate(id) (the index of the item a fragment #id names, or -1) and element(id, index)
+     (what to scroll to). Everything else is here, once. */
+  function pagedList(form, list, source) {
+    var pagers = Array.prototype.slice.call(document.querySelectorAll("nav.pager"));
+    var selects = Array.prototype.slice.call(form.querySelectorAll("select"));
+    var search = form.querySelector("input[type=search]");
+    var perSelect = document.getElementById("page-size");
+    var shown = form.querySelector("output.shown");
+    var defaultPer = Number(list.dataset.pageSize) || 50;
+    var state = {page: 1, per: defaultPer};
+    var drawn = 0;
+
+    /* Every item that passes every select and holds the search's words (case ignored):
+       indexes, in order. */
+    function matching() {
+      var active = selects.filter(function (s) { return s.value; });
+      var q = search.value.trim().toLowerCase();
+      var found = [];
+      for (var i = 0; i < source.count; i += 1) {
+        var keep = active.every(function (select) {
+          var have = source.field(i, select.dataset.field);
+          if (select.dataset.match === "word") {
+            return have.split(/\s+/).indexOf(select.value) >= 0;
+          }
+          return have === select.value;
+        });
+        if (keep && q && source.haystack(i).indexOf(q) < 0) { keep = false; }
+        if (keep) { found.push(i); }
+      }
+      return found;
+    }
+
     function draw() {
       var found = matching();
       var pages = Math.max(1, Math.ceil(found.length / state.per));
       state.page = Math.min(Math.max(1, state.page), pages);
       var start = (state.page - 1) * state.per;
-      var made = found.slice(start, start + state.per).map(function (i) {
-        return article(calls[i]);
-      });
-      list.replaceChildren.apply(list, made);
+      source.draw(found.slice(start, start + state.per));
       if (shown) { shown.value = String(found.length); }
       pagers.forEach(function (pager) {
         pager.querySelector("output.page").value = String(state.page);
@@ -300,7 +330,7 @@
       });
       drawn += 1;
       list.dataset.drawn = String(drawn);
-      if (drawn === 1) {  /* when the first page of calls was drawn (benchmarks read it) */
+      if (drawn === 1) {  /* when the first page was drawn (benchmarks read it) */
         list.dataset.drawnAt = String(Math.round(performance.now()));
       }
       return found;
@@ -343,26 +373,24 @@
       return Number(o.value);
     });
 
-    /* #call-ID (or a citation's #call-ID-cN): that call's page, the filters cleared if they
-       hide it. Returns false for any other fragment. */
-    function toCall(hash) {
+    /* A fragment naming an item (#call-ID, #cell-…): that item's page, the filters cleared
+       if they hide it. Returns false for any other fragment. */
+    function toItem(hash) {
       var id = hash.slice(1);
       try { id = decodeURIComponent(id); } catch (error) { /* malformed: use it as it is */ }
-      if (id.indexOf("call-") !== 0) { return false; }
-      var callId = id.slice(5);
-      if (!byId.has(callId)) { callId = callId.replace(/-c[0-9]+$/, ""); }
-      if (!byId.has(callId)) { return false; }
+      var index = source.locate(id);
+      if (index < 0) { return false; }
       var found = matching();
-      var at = found.indexOf(byId.get(callId));
+      var at = found.indexOf(index);
       if (at < 0) {
         selects.forEach(function (s) { s.value = ""; });
         search.value = "";
         found = matching();
-        at = found.indexOf(byId.get(callId));
+        at = found.indexOf(index);
       }
       state.page = Math.floor(at / state.per) + 1;
       draw();
-      var target = document.getElementById(id) || document.getElementById("call-" + callId);
+      var target = source.element(id, index);
       if (target) { target.scrollIntoView(); }
       return true;
     }
@@ -370,7 +398,7 @@
     function route() {
       var hash = window.location.hash;
       if (hash.length > 1 && hash.indexOf("#?") !== 0) {
-        if (toCall(hash)) { return; }
+        if (toItem(hash)) { return; }
         if (!drawn) { fromUrl(); draw(); }
         return;
       }
@@ -419,57 +447,50 @@
     });
     window.addEventListener("popstate", route);
     window.addEventListener("hashchange", route);
-    var note = document.getElementById("calls-need-js");
-    if (note) { note.hidden = true; }
     form.hidden = false;
     route();
   }
 
   /* -- the compare page ------------------------------------------------------------------- */
 
-  function itemFilters(form) {
-    var items = Array.prototype.slice.call(document.querySelectorAll(form.dataset.items));
-    var selects = Array.prototype.slice.call(form.querySelectorAll("select"));
-    var shown = form.querySelector("output.shown");
-    var apply = function () {
-      var count = 0;
-      items.forEach(function (item) {
-        var keep = selects.every(function (select) {
-          if (!select.value) { return true; }
-          var have = item.getAttribute(select.dataset.attribute) || "";
-          if (select.dataset.match === "word") {
-            return have.split(/\s+/).indexOf(select.value) >= 0;
-          }
-          return have === select.value;
-        });
-        item.hidden = !keep;
-        if (keep) { count += 1; }
-      });
-      if (shown) { shown.value = String(count); }
-    };
-    form.addEventListener("change", apply);
-    form.addEventListener("reset", function () { window.setTimeout(apply, 0); });
-    form.addEventListener("submit", function (event) { event.preventDefault(); });
-    form.hidden = false;
-    apply();
-    /* A link to an item the filters hide shows everything again. */
-    window.addEventListener("hashchange", function () {
-      var id = window.location.hash.slice(1);
-      try { id = decodeURIComponent(id); } catch (error) { /* malformed: use it as it is */ }
-      var target = document.getElementById(id);
-      if (target && target.closest("[hidden]")) {
-        form.reset();
-        apply();
-        target.scrollIntoView();
-      }
+  /* The compare pages: their cells are markup (readable without JavaScript); the same pager,
+     filters, search and URL state show one page of them and hide the rest. A select compares
+     the attribute its data-field names. */
+  function itemPage(form) {
+    var list = document.getElementById(form.dataset.list);
+    var items = Array.prototype.slice.call(list.querySelectorAll(form.dataset.items));
+    var indexOf = new Map();
+    items.forEach(function (item, i) { indexOf.set(item, i); });
+    var texts = null;
+    var showing = items.slice();
+    pagedList(form, list, {
+      count: items.length,
+      field: function (i, name) { return items[i].getAttribute(name) || ""; },
+      haystack: function (i) {
+        if (texts === null) {
+          texts = items.map(function (item) { return item.textContent.toLowerCase(); });
+        }
+        return texts[i];
+      },
+      draw: function (indexes) {
+        showing.forEach(function (item) { item.hidden = true; });
+        showing = indexes.map(function (i) { return items[i]; });
+        showing.forEach(function (item) { item.hidden = false; });
+      },
+      locate: function (id) {
+        var target = document.getElementById(id);
+        var item = target && target.closest(form.dataset.items);
+        return item && indexOf.has(item) ? indexOf.get(item) : -1;
+      },
+      element: function (id) { return document.getElementById(id); }
     });
   }
 
   var form = document.querySelector("form.filters");
   if (form && form.dataset.calls) {
     reportPage(form);
-  } else if (form) {
-    itemFilters(form);
+  } else if (form && form.dataset.items) {
+    itemPage(form);
   }
   pad();
 }());
