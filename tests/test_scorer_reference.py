@@ -27,8 +27,8 @@ from polars.testing import assert_frame_equal
 from fragbench.builtin import scorers
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
-from fragbench.corpus import load_corpus, questions_frame, sentences_frame
-from fragbench.retrieval import PASSAGE, TIE_DECIMALS, chunk_passages, select
+from fragbench.corpus import Case, load_corpus, questions_frame, sentences_frame
+from fragbench.retrieval import PASSAGE, TIE_DECIMALS, chunk_passages, retrieve, select
 from fragbench.testing import samples
 from fragbench.text import explode_terms
 
@@ -80,15 +80,21 @@ def assert_same_as_reference(chunks: pl.DataFrame, questions: pl.DataFrame) -> p
 
 
 @pytest.fixture(scope="module")
-def hotpot(tmp_path_factory: pytest.TempPathFactory) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """300 generated questions imported by the CLI, chunked at sizes 1, 2 and 3 with the core's
-    derived columns and `chunk_size`, as `score_chunks` hands them to the scorer."""
+def hotpot_cases(tmp_path_factory: pytest.TempPathFactory) -> list[Case]:
+    """300 generated questions imported by the CLI."""
     tmp = tmp_path_factory.mktemp("hotpot")
     source = write(tmp / "hotpot.json", generate(300))
     out = tmp / "corpus"
     ran = run_cli("import", "hotpotqa", str(source), "--out", str(out))
     assert ran.returncode == 0, ran.stderr
-    cases = load_corpus([out])
+    return load_corpus([out])
+
+
+@pytest.fixture(scope="module")
+def hotpot(hotpot_cases: list[Case]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Those questions chunked at sizes 1, 2 and 3 with the core's derived columns and
+    `chunk_size`, as `score_chunks` hands them to the scorer."""
+    cases = hotpot_cases
     sentences = sentences_frame(cases)
     chunks = pl.concat([chunk_passages(SentenceGroups(), sentences, size)
                         .with_columns(pl.lit(size, pl.Int32).alias("chunk_size"))
@@ -217,3 +223,19 @@ def test_selection_orders_and_ranks_as_the_reference(
 def score_chunks_frame(chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
     """The scores as `score_chunks` hands them to selection (Float64)."""
     return SqrtLexical().score(chunks, questions).with_columns(pl.col("score").cast(pl.Float64))
+
+
+def test_retrieve_keeps_only_the_settings_asked_for(
+        hotpot_cases: list[Case], hotpot: tuple[pl.DataFrame, pl.DataFrame]) -> None:
+    """Every (chunk_size, top_k) pair asked for: the whole table as selection made it (no
+    filtering copy); some pairs only: those pairs' rows, in the same order."""
+    grid = [(size, k) for size in (1, 2, 3) for k in (1, 2)]
+    full = retrieve(hotpot_cases, SentenceGroups(), SqrtLexical(), [*reversed(grid), (1, 1)])
+    assert_frame_equal(full, reference_select(score_chunks_frame(*hotpot), [1, 2]),
+                       check_exact=True)
+    some = [(1, 1), (3, 2), (3, 1)]
+    part = retrieve(hotpot_cases, SentenceGroups(), SqrtLexical(), some)
+    assert sorted(set(zip(part["chunk_size"], part["top_k"], strict=True))) == sorted(some)
+    asked = pl.DataFrame(some, schema={"chunk_size": pl.Int32, "top_k": pl.Int32}, orient="row")
+    assert_frame_equal(part, full.join(asked, on=["chunk_size", "top_k"], how="semi",
+                                       maintain_order="left"), check_exact=True)

@@ -295,7 +295,10 @@ def retrieve(
     """The retrieval table for every (chunk_size, top_k) setting."""
     sizes = sorted({s for s, _ in settings})
     scored = score_chunks(cases, chunker, scorer, sizes, langs)
-    table = select(scored, sorted({k for _, k in settings}))
+    top_ks = sorted({k for _, k in settings})
+    table = select(scored, top_ks)
+    if len(set(settings)) == len(sizes) * len(top_ks):
+        return table  # every (chunk_size, top_k) pair wanted: no row to drop, no copy to make
     wanted = pl.DataFrame(settings, schema={"chunk_size": pl.Int32, "top_k": pl.Int32},
                           orient="row")
     return table.join(wanted, on=["chunk_size", "top_k"], how="semi", maintain_order="left")

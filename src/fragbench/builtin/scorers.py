@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from fragbench.hookspecs import hookimpl
@@ -19,7 +21,8 @@ INDEX_SLICE = 4_096
 """Chunks tokenized at once while indexing."""
 
 SCORE_SLICE = 65_536
-"""Chunks scored at once per passage: bounds the term lists held beside the result."""
+"""Chunks scored at once per passage (per thread): bounds the term lists held beside the
+result."""
 
 
 class _Index:
@@ -131,37 +134,43 @@ class SqrtLexical:
         Whole columns a slice of `SCORE_SLICE` chunks at a time: each chunk's terms as one
         list (never a row per term), its count, and the set intersection with its question's
         distinct terms; so the work grows with the text, and the memory beyond the result
-        with one slice."""
+        with the slices in hand. Slices are scored on as many threads as Polars has (each a
+        chunk's score alone: the result does not depend on which thread or in what order);
+        their results are put back in the chunks' order."""
         wanted = (
             questions.select(*QUERY, _term_lists(questions, "question").alias("_q"))
             .explode("_q").drop_nulls("_q")
             .group_by(QUERY).agg(pl.col("_q").unique())
         )
-        n_terms, matched = [], []
-        for start in range(0, chunks.height, SCORE_SLICE):
-            part = chunks.slice(start, SCORE_SLICE)
-            found = (
-                part.select(*QUERY, _term_lists(part, "text").alias("_t"))
-                .join(wanted, on=QUERY, how="left", maintain_order="left")
-                .select(
-                    pl.col("_t").list.len().cast(pl.Int64).fill_null(0).alias("n_terms"),
-                    # `list.sort()` is many times slower than sorting inside `list.eval`.
-                    pl.col("_t").list.set_intersection(pl.col("_q"))
-                    .list.eval(pl.element().sort())
-                    .fill_null(pl.lit([], dtype=pl.List(pl.String))).alias("matched_terms"),
-                )
-            )
-            n_terms.append(found["n_terms"])
-            matched.append(found["matched_terms"])
+        slices = [chunks.slice(start, SCORE_SLICE) for start in range(0, chunks.height,
+                                                                        SCORE_SLICE)]
+        with ThreadPoolExecutor(max_workers=max(1, pl.thread_pool_size())) as pool:
+            found = list(pool.map(functools.partial(_found, wanted), slices))
         return chunks.with_columns(
-            _joined(n_terms, "n_terms", pl.Int64),
-            _joined(matched, "matched_terms", pl.List(pl.String)),
+            _joined([f["n_terms"] for f in found], "n_terms", pl.Int64),
+            _joined([f["matched_terms"] for f in found], "matched_terms", pl.List(pl.String)),
         ).with_columns(
             pl.when(pl.col("n_terms") > 0)
             .then(pl.col("matched_terms").list.len() / pl.col("n_terms").cast(pl.Float64).sqrt())
             .otherwise(0.0)
             .alias("score")
         )
+
+
+def _found(wanted: pl.DataFrame, part: pl.DataFrame) -> pl.DataFrame:
+    """n_terms and matched_terms of each chunk of `part` (`wanted`: QUERY and the question's
+    distinct terms `_q`)."""
+    return (
+        part.select(*QUERY, _term_lists(part, "text").alias("_t"))
+        .join(wanted, on=QUERY, how="left", maintain_order="left")
+        .select(
+            pl.col("_t").list.len().cast(pl.Int64).fill_null(0).alias("n_terms"),
+            # `list.sort()` is many times slower than sorting inside `list.eval`.
+            pl.col("_t").list.set_intersection(pl.col("_q"))
+            .list.eval(pl.element().sort())
+            .fill_null(pl.lit([], dtype=pl.List(pl.String))).alias("matched_terms"),
+        )
+    )
 
 
 def _joined(parts: list[pl.Series], name: str, dtype: pl.DataType) -> pl.Series:
