@@ -1,5 +1,6 @@
 """report.html for 10,000 calls: its size, and in Chromium the time to first render and to
-apply a filter (issue 16, item 5).
+apply a filter (issue 16, item 5); then the same for the compare pages (a grid of three
+10,080-call series, a pair of two).
 
 The series is the offline demo copied as tables (tests/scaled_pages.py: 140 copies = 10,080
 calls, distinct texts, case groups in cases.parquet), its page written by
@@ -79,7 +80,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        series = scale_series(demo_series(root), root / "big", args.copies)
+        demo = demo_series(root)
+        series = scale_series(demo, root / "big", args.copies)
         start = time.perf_counter()
         page = write_html_report(series)
         render_s = time.perf_counter() - start
@@ -103,7 +105,50 @@ def main() -> None:
         print("median: " + ", ".join(
             f"{k} {statistics.median(r[k] for r in runs):.0f} ms"
             for k in ("paint", "drawn", "filter", "searched")))
+        compare_pages(root, demo, args.copies, args.repeat)
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+COMPARE_JS = """async () => {
+  const list = document.getElementById('cell-list');
+  const select = document.getElementById('filter-differs');
+  const t = performance.now();
+  select.value = 'true';
+  select.dispatchEvent(new Event('change', {bubbles: true}));
+  return {drawn: Number(list.dataset.drawnAt), filter: performance.now() - t,
+          shown: document.querySelector('output.shown').value};
+}"""
+
+
+def compare_pages(root: Path, demo: Path, copies: int, repeat: int) -> None:
+    """The grid page of three scaled series and the pair page of two (tests/scaled_pages.py
+    `scaled_trio`): size, writing time, first page drawn, and the "differs" filter."""
+    from browser import chromium_browser, open_page
+    from scaled_pages import scaled_trio
+
+    from fragbench.compare import compare_grid, compare_series
+    from fragbench.compare_html import write_compare_page, write_grid_page
+
+    trio = scaled_trio(demo, root / "trio", copies)
+    pages = []
+    start = time.perf_counter()
+    write_grid_page(compare_grid(trio), root / "grid.html", str)
+    pages.append(("grid of 3", root / "grid.html", time.perf_counter() - start))
+    start = time.perf_counter()
+    write_compare_page(compare_series(trio[0], trio[2]), root / "pair.html", str)
+    pages.append(("pair", root / "pair.html", time.perf_counter() - start))
+    with chromium_browser() as browser:
+        for label, path, written in pages:
+            runs = []
+            for _ in range(repeat):
+                with open_page(browser, path) as opened:
+                    opened.page.wait_for_selector("#cell-list[data-drawn]", state="attached")
+                    runs.append(opened.page.evaluate(COMPARE_JS))
+            print(f"compare {label}: {copies * 72} cells, {path.stat().st_size / 1e6:.1f} MB, "
+                  f"written in {written:.2f} s; median first page drawn "
+                  f"{statistics.median(r['drawn'] for r in runs):.0f} ms, differs filter "
+                  f"{statistics.median(r['filter'] for r in runs):.0f} ms "
+                  f"(found {runs[0]['shown']})")
 
 
 if __name__ == "__main__":

@@ -91,3 +91,24 @@ def scale_series(demo: Path, out: Path, copies: int) -> Path:
     pl.DataFrame(case_rows, schema={"case": pl.String, "type": pl.String, "level": pl.String}
                  ).write_parquet(out / "cases.parquet")
     return out
+
+
+def scaled_trio(demo: Path, root: Path, copies: int) -> list[Path]:
+    """Three scaled series (`scale_series`) named s1, s2, s3 for the compare pages; s3 counts
+    one valid citation less in every `price … full r2` cell (en/fr x A/B: four per copy), so
+    4 x `copies` cells differ and the rest are the same."""
+    import json
+
+    made = []
+    for name in ("s1", "s2", "s3"):
+        series = scale_series(demo, root / name, copies)
+        for file in ("series.json", "status.json"):
+            info = json.loads((series / file).read_text(encoding="utf-8"))
+            (series / file).write_text(json.dumps({**info, "series": name}), encoding="utf-8")
+        made.append(series)
+    path = made[2] / "citations_per_call.parquet"
+    per_call = pl.read_parquet(path)
+    hit = pl.col("case").str.starts_with("price-") & pl.col("call_id").str.ends_with("-full-r2")
+    per_call.with_columns(pl.when(hit).then(pl.col("n_valid") - 1).otherwise(pl.col("n_valid"))
+                          .alias("n_valid")).write_parquet(path)
+    return made

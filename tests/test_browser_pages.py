@@ -186,3 +186,105 @@ def test_the_grid_of_three_series_shows_differs_only(chromium: Any, extractive: 
         assert opened.elsewhere() == []
     with open_page(chromium, page_file, javascript=False) as opened:
         assert len(opened.page.evaluate(visible)) == 72
+
+
+# -- The compare pages at scale: three series of 10,080 calls -----------------------------------
+
+@pytest.fixture(scope="module")
+def trio(extractive_once: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    from scaled_pages import scaled_trio
+
+    return scaled_trio(extractive_once, tmp_path_factory.mktemp("trio"), COPIES)
+
+
+def shown_rows(page: Any, selector: str) -> list[str]:
+    """The ids of the items (cells or rows) the page shows now."""
+    ids: list[str] = page.evaluate(
+        "s => [...document.querySelectorAll(s)].filter(e => !e.hidden).map(e => e.id)",
+        selector)
+    return ids
+
+
+def anchor(row: dict[str, Any]) -> str:
+    return "cell-" + "-".join(str(row[c]) for c in ("case", "lang", "variant", "mode", "rep"))
+
+
+def test_the_grid_of_three_large_series_pages_filters_searches_and_keeps_its_state(
+        chromium: Any, trio: list[Path], tmp_path: Path) -> None:
+    """`compare S1 S2 S3 --html` over 10,080 cells: 100 rows shown at a time; "differs only"
+    keeps exactly the differing cells across every page; the search finds a cell on the last
+    page; the state is in the URL (reload, back); a link to a hidden cell shows its page."""
+    from conftest import run_cli
+
+    from fragbench.compare import compare_grid
+
+    page_file = tmp_path / "grid.html"
+    done = run_cli("compare", *map(str, trio), "--html", str(page_file))
+    assert done.returncode == 0, done.stderr
+    table = compare_grid(trio).table.to_dicts()
+    assert len(table) == 10_080
+    differing = [anchor(r) for r in table if r["differs"]]
+    assert len(differing) == 4 * COPIES  # en/fr x A/B per copy
+    with open_page(chromium, page_file) as opened:
+        page = opened.page
+        assert shown_rows(page, "tr.cell-row") == [anchor(r) for r in table[:100]]
+        assert counter(page) == 10_080
+        page.select_option("#filter-differs", "true")
+        assert counter(page) == len(differing)
+        assert page.locator("output.pages").first.text_content() == "6"
+        seen = shown_rows(page, "tr.cell-row")
+        next_button = page.locator("nav.pager >> nth=0 >> button.next")
+        while next_button.is_enabled():
+            next_button.click()
+            seen += shown_rows(page, "tr.cell-row")
+        assert seen == differing
+        assert page.locator("tr.cell-row:not([hidden]) td.side.diff[data-series=S3]"
+                            ).count() == len(differing) - 500
+        url = page.url
+        assert "differs=true" in url and "page=6" in url
+        page.reload()
+        assert page.input_value("#filter-differs") == "true"
+        assert shown_rows(page, "tr.cell-row") == differing[500:]
+        page.go_back()
+        assert shown_rows(page, "tr.cell-row") == differing[400:500]
+        last = table[-1]
+        words = f"{last['case']} · {last['lang']} · {last['variant']}"
+        page.select_option("#filter-differs", "")
+        searched(page, words.upper())
+        assert shown_rows(page, "tr.cell-row") == [anchor(r) for r in table
+                                                   if r["case"] == last["case"]
+                                                   and r["lang"] == last["lang"]
+                                                   and r["variant"] == last["variant"]]
+        target = anchor(table[5_000])  # hidden by the search: a link shows its page
+        page.evaluate("id => { location.hash = '#' + id; }", target)
+        page.wait_for_function("id => !document.getElementById(id).hidden", arg=target)
+        assert page.input_value("#filter-search") == ""
+        assert opened.elsewhere() == []
+
+
+def test_the_pair_page_of_two_large_series_pages_its_cells(chromium: Any, trio: list[Path],
+                                                          tmp_path: Path) -> None:
+    """`compare S1 S3 --html` over 10,080 cells: 50 cells shown at a time, "differs" finds
+    the differing cells across every page, and the state survives a reload."""
+    from conftest import run_cli
+
+    from fragbench.compare import compare_series
+
+    page_file = tmp_path / "pair.html"
+    done = run_cli("compare", str(trio[0]), str(trio[2]), "--html", str(page_file))
+    assert done.returncode == 0, done.stderr
+    table = compare_series(trio[0], trio[2]).table.to_dicts()
+    differing = [anchor(r) for r in table if r["differs"]]
+    with open_page(chromium, page_file) as opened:
+        page = opened.page
+        assert shown_rows(page, "article.cell") == [anchor(r) for r in table[:50]]
+        page.select_option("#page-size", "200")
+        page.select_option("#filter-differs", "true")
+        assert counter(page) == len(differing) == 4 * COPIES
+        assert shown_rows(page, "article.cell") == differing[:200]
+        page.click("nav.pager >> nth=0 >> button.next")
+        page.reload()
+        assert page.input_value("#filter-differs") == "true" and page.input_value(
+            "#page-size") == "200"
+        assert shown_rows(page, "article.cell") == differing[200:400]
+        assert opened.elsewhere() == []

@@ -200,6 +200,7 @@ def grid_context(grid: Any) -> dict[str, Any]:
     for row, fields in zip(grid.table.to_dicts(), grid_differing_fields(grid), strict=True):
         rows.append({
             **{c: row[c] for c in CELL},
+            "anchor": "-".join(str(row[c]) for c in CELL),
             "compared": row["compared"], "differs": row["differs"],
             "sides": [{"status": row[f"status_{i}"] or "",
                        "words": {None: "absent", "not_sent": "never sent"}.get(
