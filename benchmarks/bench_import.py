@@ -7,9 +7,15 @@ is that process's maximum resident set size):
 1. `fragbench import hotpotqa FILE --out DIR` (the whole CLI process);
 2. the sensitivity matrix: load the corpus folder (validation included) and retrieve every
    setting (chunk sizes 1, 2, 3 x top-k 1, 2; sentence-groups + sqrt-lexical), as
-   `fragbench freeze`/`run` compute it; the load and retrieval phases are timed apart.
+   `fragbench freeze`/`run` compute it; the load and retrieval phases are timed apart;
+3. with `--phases`, the same matrix once more, its steps called one by one in another fresh
+   process (sentence frame, chunking with the core's checks, the scorer's `score`,
+   selection), each step's time and the resident memory after it.
 
-Run: `.venv/bin/python benchmarks/bench_import.py [N] [--repeat R]` (N = 10000). Results go
+Run: `.venv/bin/python benchmarks/bench_import.py [N] [--repeat R] [--phases] [--before DIR]`
+(N = 10000). `--before DIR` runs each matrix once more with the package of another source tree
+(DIR holding `fragbench/`, e.g. `git archive COMMIT src | tar -x -C /tmp/before` then
+`--before /tmp/before/src`), right after this tree's, on the same corpus and load. Results go
 to benchmarks/RESULTS.md by hand; nothing is asserted.
 """
 
@@ -47,11 +53,40 @@ print(json.dumps({"imports_s": t1 - t0, "load_s": t2 - t1, "retrieve_s": t3 - t2
                   "cases": len(cases), "rows": table.height}))
 """
 
+PHASES = """
+import json, resource, sys, time
+from pathlib import Path
+import polars as pl
+from fragbench.builtin.chunkers import SentenceGroups
+from fragbench.builtin.scorers import SqrtLexical
+from fragbench.corpus import load_corpus, questions_frame, sentences_frame
+from fragbench.retrieval import chunk_passages, select
+said = {}
+def step(name, work):
+    start = time.perf_counter()
+    out = work()
+    statm = Path("/proc/self/statm").read_text().split()
+    said[name] = (time.perf_counter() - start, int(statm[1]) * 4096 / 2**20)
+    return out
+cases = step("load", lambda: load_corpus([Path(sys.argv[1])]))
+sentences = step("sentences", lambda: sentences_frame(cases))
+chunks = step("chunk", lambda: pl.concat([chunk_passages(SentenceGroups(), sentences, size)
+                                          .with_columns(pl.lit(size, pl.Int32).alias("chunk_size"))
+                                          for size in (1, 2, 3)], how="vertical_relaxed"))
+scored = step("score", lambda: SqrtLexical().score(chunks, questions_frame(cases))
+              .with_columns(pl.col("score").cast(pl.Float64)))
+table = step("select", lambda: select(scored, [1, 2]))
+said["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(said))
+"""
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("n", nargs="?", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--phases", action="store_true")
+    parser.add_argument("--before", type=Path)
     options = parser.parse_args()
     python = sys.executable
     fragbench = str(Path(python).parent / "fragbench")
@@ -69,14 +104,27 @@ def main() -> None:
                   f"load+validate {phases['load_s']:.2f}, retrieve 6 settings "
                   f"{phases['retrieve_s']:.2f}), peak {peak:.0f} MiB, {phases['cases']} cases, "
                   f"{phases['rows']} rows")
+            if options.before:
+                wall, peak, said = timed_out([python, "-c", MATRIX, str(out)],
+                                             {**os.environ, "PYTHONPATH": str(options.before)})
+                phases = json.loads(said)
+                print(f"matrix run {run} with {options.before}: {wall:.2f} s wall (retrieve "
+                      f"{phases['retrieve_s']:.2f}), peak {peak:.0f} MiB, {phases['rows']} rows")
+            if options.phases:
+                _, _, said = timed_out([python, "-c", PHASES, str(out)])
+                steps = json.loads(said)
+                peak = steps.pop("peak_mib")
+                print(f"phases run {run}: " + ", ".join(
+                    f"{name} {secs:.2f} s (then {rss:.0f} MiB)"
+                    for name, (secs, rss) in steps.items()) + f"; peak {peak:.0f} MiB")
         print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
-def timed_out(args: list[str]) -> tuple[float, float, str]:
+def timed_out(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """Wall seconds, peak resident memory (MiB) and stdout of one child process."""
     with tempfile.TemporaryFile() as stdout:
         start = time.perf_counter()
-        child = subprocess.Popen(args, stdout=stdout, stderr=subprocess.PIPE)
+        child = subprocess.Popen(args, stdout=stdout, stderr=subprocess.PIPE, env=env)
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - start
         err = child.stderr.read().decode() if child.stderr else ""
