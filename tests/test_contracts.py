@@ -25,7 +25,7 @@ from fragbench.config import Pricing, _contract
 from fragbench.errors import PluginError
 from fragbench.interfaces import COST_FIELDS, Contract, Usage
 
-PROTOCOL_PLAN_SHA256 = "1b66ce9bbef7863791958a684ccdc39a86875174727b3e97c8b018ac8e5212f3"
+PROTOCOL_PLAN_SHA256 = "d98ea93547309ae9048438e16d2cd4afa12c580fe466cef831e985eb2b6c3faa"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Each refreeze and its
 reason: issue 15 (plugin API 1.0) added `api_version = "1.0"` to every built-in plugin, so
 their module files changed; then the built-in measures declared their tables (`tables`, which

@@ -21,7 +21,7 @@ INDEX_SLICE = 4_096
 """Chunks tokenized at once while indexing."""
 
 SCORE_SLICE = 65_536
-"""Chunks scored at once per passage (per thread): bounds the term lists held beside the
+"""Chunks `score` takes at once (a slice per thread): bounds the term lists held beside the
 result."""
 
 
