@@ -9,7 +9,11 @@ can hold the rules to account. Expected outcomes are the protocol's, worked out 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
+import time
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,11 +23,14 @@ import pytest
 from test_budget_properties import PRICING, planned
 
 from fragbench.budget import UnknownCost, cost
-from fragbench.collect import collect
-from fragbench.config import BackendConfig
+from fragbench.collect import BudgetBook, collect
+from fragbench.config import BackendConfig, Budget
 from fragbench.interfaces import COST_FIELDS, BackendFailure, Contract, Reply, Request, Usage
 from fragbench.interruption import Interruption
 from fragbench.journal import Journal, read_journal, spent
+from fragbench.ledger import Ledger
+from fragbench.redact import Redactor
+from fragbench.transport import NEVER_SENT
 
 USAGE = Usage(input_tokens=1000, cached_tokens=0, cache_write_tokens=0, output_tokens=100,
               reasoning_tokens=0)
@@ -410,3 +417,261 @@ def test_a_usage_no_request_makes_is_impossible_whatever_the_bounds() -> None:
                  reasoning_tokens=0)
     assert impossible(huge, None, None) is not None
     assert impossible(attrs.evolve(huge, input_tokens=1000), None, None) is None
+
+
+# -- Issue 16, item 3 (review): calls in flight when a thread cannot start, a bug, a budget ----
+
+PATIENCE = 300.0
+"""A bound on a failure (a held call never released), never a timing a passing run meets."""
+
+
+def concurrent_backend(n: int) -> BackendConfig:
+    from fragbench.config import Concurrency
+
+    contract = Contract(model="m", output_ceiling=10**6, usage_fields=frozenset(COST_FIELDS))
+    return BackendConfig(name="m", plugin="scripted", params={"model": "m"}, pricing=PRICING,
+                         contract=contract, concurrency=Concurrency(max_in_flight=n))
+
+
+class Held:
+    """A concurrency-safe session: calls named in `held` wait for their gate (or all at once
+    at a barrier first, `together`), then each answers COMPLETED at COST."""
+
+    endpoint = "scripted"
+    concurrent = True
+
+    def __init__(self, held: set[str] = frozenset(), together: int = 0) -> None:
+        self.held, self.gate = held, threading.Event()
+        self.barrier = threading.Barrier(together, timeout=PATIENCE) if together else None
+        self.lock = threading.Lock()
+        self.sent: list[str] = []
+        self.before_answer: Any = None
+        """Called with the call id of each held call, after the barrier."""
+
+    def send(self, request: Request) -> Reply:
+        with self.lock:
+            self.sent.append(request.call_id)
+        if request.call_id in self.held:
+            if self.barrier is not None:
+                self.barrier.wait()
+            if self.before_answer is not None:
+                self.before_answer(request.call_id)
+            assert self.gate.wait(PATIENCE)
+        return Reply(status="completed", model="m", service_tier=None, request_id=None,
+                     usage=USAGE, text='{"answer": "", "citations": []}')
+
+    def close(self) -> None:
+        return None
+
+
+def billed(tmp_path: Path, ceiling: Decimal, ledger_class: type[Ledger] = Ledger
+           ) -> tuple[Budget, Ledger, Journal, BudgetBook]:
+    budget = Budget(id="b", ceiling_usd=ceiling, prior_spend_usd=Decimal(0), framing_tokens=0)
+    ledger = ledger_class(tmp_path / "b.jsonl", budget).open(Redactor())
+    journal = Journal(tmp_path / "journal.jsonl")
+    journal.append({"type": "header", "budget": "b", "series_uid": "this"})
+    return budget, ledger, journal, BudgetBook(budget, ledger, "this", "this")
+
+
+def test_a_thread_that_cannot_start_is_a_call_never_sent_and_those_in_flight_are_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The third call's thread cannot start (the system's thread limit) with calls 1 and 2 in
+    flight: call 3 is recorded never sent and counted at zero, the series stops there as a
+    technical failure, and calls 1 and 2, answering only once that start failed, are awaited
+    and recorded; the journal reads back and the ledger agrees."""
+    session = Held(held={"c0", "c1"})
+    real_start = threading.Thread.start
+    started: list[str] = []
+
+    def start(thread: threading.Thread) -> None:
+        if thread.name.startswith("fragbench-call-"):  # the collector's workers only
+            started.append(thread.name)
+            if len(started) == 3:
+                session.gate.set()  # calls 1 and 2 answer: the collector must take them
+                raise RuntimeError("can't start new thread")
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    budget, ledger, journal, book = billed(tmp_path, Decimal(100))
+    calls = [planned(i) for i in range(6)]
+    try:
+        stop = collect(calls, {c.seq: Decimal(1) for c in calls}, session,
+                       concurrent_backend(4), journal, book)
+    finally:
+        session.gate.set()
+        journal.close()
+        ledger.close()
+    assert stop is not None and (stop.reason, stop.seq) == ("technical_failure", 3)
+    assert "no thread could be started to send call 3 (RuntimeError: can't start new thread" \
+        in stop.detail and stop.detail.endswith(NEVER_SENT)
+    assert len(started) == 3 and sorted(session.sent) == ["c0", "c1"]
+    records = read_journal(tmp_path / "journal.jsonl")
+    outcomes = {r["seq"]: r for r in records if r["type"] == "outcome"}
+    assert sorted(outcomes) == [1, 2, 3]
+    assert outcomes[1]["status"] == outcomes[2]["status"] == "completed"
+    third = outcomes[3]
+    assert (third["status"], third["failure"], third["never_sent"]) == (
+        "failed", "not_started", True)
+    assert Decimal(third["counted_usd"]) == Decimal(third["cost_usd"]) == 0
+    assert not [r for r in records if r["type"] == "reserve" and r["seq"] > 3]
+    assert records[-1]["type"] == "stop" and records[-1]["seq"] == 3
+    assert [r for r in records if r["type"] == "stop"] == [records[-1]]
+    assert spent(records) == 2 * COST
+    reread = Ledger(tmp_path / "b.jsonl", budget).load()
+    assert reread.series_calls("this") == {"c0": COST, "c1": COST, "c2": Decimal(0)}
+    assert reread.spent() == 2 * COST
+
+
+def test_a_call_whose_thread_runs_although_its_start_failed_is_never_recorded_unsent(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Thread.start` raises after the thread began sending (not CPython's way, but nothing
+    proves otherwise): the request went out, so the call is not recorded never sent. The
+    collector takes it for a bug: it awaits the calls in flight, records their answers (this
+    one's too), and raises the error."""
+    session = Held()
+    real_start = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        real_start(thread)
+        if thread.name == "fragbench-call-2":
+            deadline = time.monotonic() + PATIENCE
+            while "c1" not in session.sent:  # its request has gone out
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+            raise RuntimeError("started after all")
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    budget, ledger, journal, book = billed(tmp_path, Decimal(100))
+    calls = [planned(i) for i in range(6)]
+    try:
+        with pytest.raises(RuntimeError, match="started after all"):
+            collect(calls, {c.seq: Decimal(1) for c in calls}, session, concurrent_backend(4),
+                    journal, book)
+    finally:
+        journal.close()
+        ledger.close()
+    records = read_journal(tmp_path / "journal.jsonl")
+    outcomes = {r["seq"]: r for r in records if r["type"] == "outcome"}
+    assert sorted(outcomes) == [1, 2] and sorted(session.sent) == ["c0", "c1"]
+    assert {r["status"] for r in outcomes.values()} == {"completed"}
+    assert not [r for r in records if r["type"] in ("stop", "end")]
+    assert Ledger(tmp_path / "b.jsonl", budget).load().series_calls("this") == {
+        "c0": COST, "c1": COST}
+
+
+def test_a_bug_while_calls_are_in_flight_records_their_answers_then_is_raised(
+        tmp_path: Path) -> None:
+    """A bug (here `on_progress` raising other than OSError) at the first answer, with four
+    calls in flight: the other three are awaited and recorded before the error is raised; no
+    call starts after it, and no stop is recorded (a run cut short)."""
+    session = Held(held={"c0", "c1", "c2", "c3"}, together=4)
+    session.gate.set()  # the barrier alone: all four in flight before any answers
+
+    def broken(progress: Any) -> None:
+        raise ValueError(f"a bug at call {progress.seq}")
+
+    budget, ledger, journal, book = billed(tmp_path, Decimal(100))
+    calls = [planned(i) for i in range(8)]
+    try:
+        with pytest.raises(ValueError, match="a bug at call") as raised:
+            collect(calls, {c.seq: Decimal(1) for c in calls}, session, concurrent_backend(4),
+                    journal, book, on_progress=broken)
+    finally:
+        journal.close()
+        ledger.close()
+    records = read_journal(tmp_path / "journal.jsonl")
+    assert sorted(r["seq"] for r in records if r["type"] == "outcome") == [1, 2, 3, 4]
+    assert len(raised.value.__notes__) == 3  # each later answer's progress failed too
+    assert sorted(r["seq"] for r in records if r["type"] == "reserve") == [1, 2, 3, 4]
+    assert not [r for r in records if r["type"] in ("stop", "end")]
+    assert Ledger(tmp_path / "b.jsonl", budget).load().series_calls("this") == {
+        f"c{i}": COST for i in range(4)}
+
+
+class CheckWatched(Ledger):
+    """A file ledger that opens `checked` when its lock is released the second time after
+    call 1's outcome was appended: that is the next start's budget check (nothing else is
+    recorded in between while calls 2-4 are held)."""
+
+    def __init__(self, path: Path, budget: Budget) -> None:
+        super().__init__(path, budget)
+        self.unlocks: int | None = None
+        self.checked = threading.Event()
+
+    def append(self, record: dict[str, Any]) -> None:
+        super().append(record)
+        if record["type"] == "outcome" and record["seq"] == 1:
+            self.unlocks = 0
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        with super().locked():
+            yield
+        if self.unlocks is not None:
+            self.unlocks += 1
+            if self.unlocks == 2:
+                self.checked.set()
+
+
+def replay_ceiling(path: Path, planned_here: list[Decimal]) -> None:
+    """At every record of the ledger, spend plus open reservations is within the ceiling; at
+    every reservation of this series, with what it still plans after that call too."""
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    room = Decimal(records[0]["ceiling_usd"]) - Decimal(records[0]["prior_spend_usd"])
+    open_: dict[tuple[str, str], Decimal] = {}
+    settled = Decimal(0)
+    for r in records[1:]:
+        key = (r["series_uid"], r["call_id"])
+        if r["type"] == "reserve":
+            open_[key] = Decimal(r["reserved_usd"])
+        elif r["type"] == "outcome":
+            open_.pop(key)
+            settled += Decimal(r["counted_usd"])
+        total = settled + sum(open_.values(), Decimal(0))
+        assert total <= room, r
+        if r["type"] == "reserve" and r["series_uid"] == "this":
+            assert total + sum(planned_here[r["seq"]:], Decimal(0)) <= room, r
+
+
+def test_a_failed_check_with_calls_in_flight_waits_for_them_and_checks_again(
+        tmp_path: Path) -> None:
+    """Eight calls of 1 USD reserved each under a ceiling of 8; four in flight when another
+    series reserves 3.5. Call 5's check fails while calls 2-4 are in flight (each at its
+    whole reservation); one call at a time, call 5 would be checked with calls 1-4 recorded
+    at their costs (0.015 each) and fit, and so would every later call. The concurrent run
+    waits for them, checks again, and completes too; the ledger never shows the ceiling
+    crossed."""
+    session = Held(held={"c0", "c1", "c2", "c3"}, together=4)
+    budget, ledger, journal, book = billed(tmp_path, Decimal(8), CheckWatched)
+    assert isinstance(ledger, CheckWatched)
+
+    def meanwhile(call_id: str) -> None:
+        if call_id == "c0":  # all four in flight: another series draws on the budget
+            other = Ledger(tmp_path / "b.jsonl", budget).open(Redactor())
+            try:
+                with other.locked():
+                    other.append({"type": "reserve", "series_uid": "other", "call_id": "o",
+                                  "seq": 1, "reserved_usd": "3.5"})
+            finally:
+                other.close()
+            session.gate.set()  # call 1 answers ...
+        else:
+            assert ledger.checked.wait(PATIENCE)  # ... the others once call 5 was checked
+
+    session.before_answer = meanwhile
+    calls = [planned(i) for i in range(8)]
+    try:
+        stop = collect(calls, {c.seq: Decimal(1) for c in calls}, session,
+                       concurrent_backend(4), journal, book)
+    finally:
+        ledger.checked.set()
+        session.gate.set()
+        journal.close()
+        ledger.close()
+    assert stop is None
+    records = read_journal(tmp_path / "journal.jsonl")
+    assert records[-1]["type"] == "end" and len(session.sent) == 8
+    order = [(r["type"], r["seq"]) for r in records if r["type"] in ("reserve", "outcome")]
+    assert order.index(("reserve", 5)) > max(order.index(("outcome", s)) for s in (1, 2, 3, 4))
+    assert spent(records) == 8 * COST
+    replay_ceiling(tmp_path / "b.jsonl", [Decimal(1)] * 8)

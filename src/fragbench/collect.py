@@ -3,12 +3,23 @@
 Before each call starts: everything still planned, this call included, must fit in the
 balance, which is the budget's ledger brought up to date with what any other run appended,
 under the ledger's lock so that two runs on one budget take turns. The calls in flight are in
-that balance at their whole reservations until their outcomes are written. Then the
+that balance at their whole reservations until their outcomes are written; so a check that
+fails while calls of this series are in flight starts nothing and is made again each time one
+of them is recorded (its cost, below its reservation, may free enough), and the series stops
+with `budget` only when the check fails with none of its calls in flight: where a run one call
+at a time would have stopped, given the same answers and the same other runs. Then the
 reservation is written and fsync'ed (ledger, then series journal), the request goes out once
 (no retry), and the outcome is written and fsync'ed the same way. A write that fails (a full
 disk) stops the series at once: nothing more is sent, a call already sent stays counted at
 its reservation, and calls still in flight are not awaited (their answers could not be
-written: they stay counted at their reservations).
+written: they stay counted at their reservations). A call whose thread cannot be started
+(`Thread.start` raises: the system's thread limit) was never sent: it is recorded so (counted
+at zero, `never_sent`), and the series stops there as a technical failure, the calls in flight
+awaited and recorded as at any stop. An unexpected exception (a bug in fragbench, or in a
+callback such as `on_progress`) also awaits and records the calls in flight (a second
+interruption abandons the wait; a write that fails gives up the rest, counted at their
+reservations), then is raised again, with no stop record (the journal reads as a run cut
+short, which `fragbench measure` derives).
 
 Calls in flight (`max_in_flight = N` in the backend's table; protocol 1.0 has 1): up to N
 calls are sent at once, each from a thread of its own, started in the frozen order and paced
@@ -346,6 +357,16 @@ def collect(
         return state.cannot_record(exc)
     except _NotRecorded as exc:  # a body that arrived and could not be journaled
         return state.cannot_record(exc.cause)
+    except Exception as exc:  # a bug: the answers in flight are still recorded, then it is said
+        try:
+            state.salvage(exc)
+        finally:
+            state.give_up_all()  # none left, unless the wait itself was cut short
+        raise
+    except BaseException:  # KeyboardInterrupt, SystemExit: not waited on
+        # The journal is closed after this: no body may be written to it from a thread.
+        state.give_up_all()
+        raise
 
 
 @attrs.define(eq=False)
@@ -364,6 +385,12 @@ class _Flight:
     """A body that arrived and could not be journaled, with the error."""
     result: tuple[bool, Any] | None = None
     """(True, the Reply) or (False, what `send` raised), once `send` returned."""
+    began: bool = False
+    """Its thread is running and will send the request. Read and written under
+    `_Collection.starting`, as `withdrawn` is."""
+    withdrawn: bool = False
+    """Its thread could not be started (recorded never sent): if it runs after all, it sends
+    nothing."""
 
 
 STOP_RANK = ("technical_failure", "changed_model", "unknown_cost", "budget", "interrupted")
@@ -376,6 +403,10 @@ def _first(stops: list[Stop]) -> Stop:
     came back in): what the series records. Ties on one call go by STOP_RANK."""
     return min(stops, key=lambda s: (s.seq, STOP_RANK.index(s.reason)
                                      if s.reason in STOP_RANK else len(STOP_RANK)))
+
+
+def _seqs(flights: list[_Flight]) -> str:
+    return ", ".join(str(f.call.seq) for f in flights)
 
 
 class _Collection:
@@ -396,6 +427,12 @@ class _Collection:
         journaled after its call was given up."""
         self.flights: dict[int, _Flight] = {}
         """The calls in flight, by seq. Only the collector's own thread reads or changes it."""
+        self.starting = threading.Lock()
+        """Orders a call's thread beginning to send against a failed start being recorded
+        (`_Flight.began`, `withdrawn`): never both."""
+        self.short: int | None = None
+        """A start's budget check failed with this many calls of this series in flight: none
+        starts until fewer are (one was recorded), then the check is made again."""
         self.done: queue.Queue[_Flight] = queue.Queue()
         """Flights whose `send` returned, as they return."""
         self.sending = threading.local()
@@ -539,13 +576,20 @@ class _Collection:
             self.give_up(flight)
         return left
 
-    def start(self, flight: _Flight) -> None:
+    def start(self, flight: _Flight) -> bool:
         """Send `flight`'s call from a thread of its own, so that the collector can wait for
-        any call in flight while it looks at the interruption."""
+        any call in flight while it looks at the interruption: True once it is in flight.
+        False when its thread cannot be started (the system's thread limit): the call is
+        recorded never sent, counted at zero, and the series stops there (technical
+        failure)."""
         if self.in_flight_max == 1 and hasattr(self.session, "on_body"):
             self.session.on_body = self.receiver(flight)
 
         def work() -> None:
+            with self.starting:
+                if flight.withdrawn:  # recorded never sent: it must stay so
+                    return
+                flight.began = True
             self.sending.flight = flight
             try:
                 flight.result = (True, self.session.send(flight.call.request))
@@ -554,11 +598,30 @@ class _Collection:
             finally:
                 self.done.put(flight)
 
-        self.flights[flight.call.seq] = flight
+        call = flight.call
         if self.pacer is not None:
-            self.pacer.started(self.tokens.get(flight.call.seq, 0))
-        threading.Thread(target=work, name=f"fragbench-call-{flight.call.seq}",
-                         daemon=True).start()
+            self.pacer.started(self.tokens.get(call.seq, 0))
+        thread = threading.Thread(target=work, name=f"fragbench-call-{call.seq}", daemon=True)
+        try:
+            thread.start()
+        except Exception as exc:  # CPython: no thread was made ("can't start new thread")
+            with self.starting:
+                flight.withdrawn = not flight.began
+            if not flight.withdrawn:
+                # It runs although its start failed: not understood, so a bug, raised once
+                # the call is awaited and recorded with the others (`salvage`).
+                self.flights[call.seq] = flight
+                raise
+            self.give_up(flight)
+            self.stops.append(self.failed(flight, BackendFailure(
+                "not_started", f"no thread could be started to send call {call.seq} "
+                f"({type(exc).__name__}: {exc}; fewer calls in flight, max_in_flight, need "
+                f"fewer threads); {NEVER_SENT}", never_sent=True)))
+            return False
+        # In flight from here (not before: a call whose thread never ran would be awaited
+        # forever). Only this thread takes outcomes, so none comes before this line.
+        self.flights[call.seq] = flight
+        return True
 
     def wait(self, seconds: float) -> None:
         """Wait at most `seconds` for a call in flight to return, and record it if one did;
@@ -634,7 +697,9 @@ class _Collection:
                 while not self.done.empty():  # record what came back before deciding
                     self.settle(self.done.get())
                 going = not self.stops and not self.interruption.requested
-                if going and index < len(calls) and len(self.flights) < self.in_flight_max:
+                room = self.short is None or len(self.flights) < self.short
+                if going and room and index < len(calls) \
+                        and len(self.flights) < self.in_flight_max:
                     delay = 0.0 if self.pacer is None else self.pacer.delay(
                         self.tokens.get(calls[index].seq, 0))
                     if delay > 0:
@@ -658,8 +723,10 @@ class _Collection:
 
     def begin(self, index: int) -> bool:
         """Reserve call `index` (0-based) and start it: True once it is in flight. False when
-        it is not sent: the balance cannot hold everything still planned (a `budget` stop),
-        or an interruption came while its reservation was written (recorded never sent)."""
+        it is not sent: the balance cannot hold everything still planned (with calls of this
+        series in flight, a wait for one of them to be recorded, `short`; with none, a
+        `budget` stop), an interruption came while its reservation was written, or its
+        thread could not be started (both recorded never sent)."""
         call = self.current = self.calls[index]
         book = self.book
         reserved = self.reservations[call.seq]
@@ -674,20 +741,26 @@ class _Collection:
                 still_planned = self.still_planned[index]
                 available = balance(book.budget, book.spent())
                 if still_planned > available:
+                    if self.flights:
+                        # They count at their whole reservations until recorded, and may
+                        # cost less: check again once one is (a run one call at a time would
+                        # check with every earlier call recorded).
+                        self.short = len(self.flights)
+                        return False
                     self.stops.append(Stop(
                         "budget", f"the {len(self.calls) - index} calls still planned reserve "
                         f"{usd(still_planned)} USD, the balance is {usd(available)} USD",
                         call.id, call.seq))
                     return False
                 book.append_locked(reserve)  # under the same lock as the check
+                self.short = None
             self.write(reserve)
         if self.interruption.requested:
             # Asked while the reservation was written (another run holding the ledger's
             # lock, an fsync): the request has not gone out, and now never will.
             self.not_sent(call)
             return False
-        self.start(_Flight(call, reserved))
-        return True
+        return self.start(_Flight(call, reserved))
 
     def interrupted(self, index: int) -> Stop:
         """The stop before call `index` (0-based), which no interruption lets start."""
@@ -713,6 +786,43 @@ class _Collection:
             earlier = _first(self.stops)
             detail += f" (the series had stopped at call {earlier.seq}: {earlier.reason})"
         return self.stop_here(Stop("interrupted", detail, first.id, first.seq, abandoned=True))
+
+    def salvage(self, error: Exception) -> None:
+        """After an unexpected exception (`error`, a bug): await the calls in flight and record
+        each as at any stop, so that no answer paid for is left unrecorded. A second
+        interruption, or a write that fails, gives up the rest (they stay counted at their
+        reservations). Whatever else went wrong is noted on `error`, which the caller raises
+        again; no stop is recorded."""
+        while self.flights:
+            if self.interruption.abandon:
+                left = self.give_up_all()
+                error.add_note(f"{self.interruption.name} received twice: calls {_seqs(left)} "
+                               "were abandoned in flight; they stay counted at their "
+                               "reservations")
+                return
+            if self.interruption.requested and not self.told:
+                self.told = True
+                with contextlib.suppress(Exception):  # the error being raised says enough
+                    self.tell()
+            try:
+                flight = self.done.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue
+            try:
+                self.settle(flight)
+            except (OSError, FragbenchError, _NotRecorded) as exc:
+                cause = exc.cause if isinstance(exc, _NotRecorded) else exc
+                left = self.give_up_all()
+                error.add_note(f"recording call {flight.call.seq}'s answer failed too "
+                               f"({type(cause).__name__}: {cause})" + (
+                                   f"; calls {_seqs(left)} were given up in flight, counted "
+                                   "at their reservations" if left else ""))
+                return
+            except Exception as exc:  # its outcome may be written: the next one may be too
+                self.flights.pop(flight.call.seq, None)
+                self.give_up(flight)
+                error.add_note(f"recording call {flight.call.seq}'s answer failed too "
+                               f"({type(exc).__name__}: {exc})")
 
     def not_sent(self, call: PlannedCall) -> None:
         """Record `call`, whose reservation is on disk but whose request was never sent: its
