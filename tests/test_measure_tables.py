@@ -67,7 +67,7 @@ BROKEN = [
     *[(f"a table named {name}", {"table": name},
        f"declares a table {name!r}, a name fragbench's own tables use (calls, cases, retrieval, "
        "facts): it would overwrite what the series recorded")
-      for name in ("facts", "retrieval", "calls", "Facts")],
+      for name in ("facts", "retrieval", "calls", "cases", "Facts")],
     # A column name is a report's table header: one line, no cell separator.
     *[(f"a column name with {what}", {"replace": (('"calls_all_conditions": "Int32"',
                                                    f'"calls{bad}all": "Int32"'),
