@@ -1,6 +1,6 @@
 """report.html for 10,000 calls: its size, and in Chromium the time to first render and to
 apply a filter (issue 16, item 5); then the same for the compare pages (a grid of three
-10,080-call series, a pair of two).
+10,080-call series; a pair of two, whose cells are a data element page.js draws).
 
 The series is the offline demo copied as tables (tests/scaled_pages.py: 140 copies = 10,080
 calls, distinct texts, case groups in cases.parquet), its page written by

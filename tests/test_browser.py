@@ -510,8 +510,11 @@ def test_the_compare_page(chromium: Any, compared: dict[str, Compared], label: s
     c = compared[label]
     with open_page(chromium, c.page) as opened:
         page = opened.page
+        # Every cell on one page (72; the page draws 50 at a time by default), drawn from data.
+        page.select_option("#page-size", "100")
         got = page.evaluate(COMPARE_JS)
         assert got["page"] == "compare"
+        assert not page.locator("#cells-need-js").is_visible()
         # Warnings first: the same lines as on screen, before anything else in <body> (the
         # section may sit inside a sticky header, so it is the first text a reader meets).
         assert [" ".join(w.split()) for w in got["warnings"]] == c.warnings
@@ -547,8 +550,7 @@ def test_the_compare_page(chromium: Any, compared: dict[str, Compared], label: s
             assert any(r["differs"] for r in rows)
 
         # The filters: each value of differs, then one case, then all again (all 72 cells on
-        # one page: the page shows 50 at a time by default).
-        page.select_option("#page-size", "100")
+        # one page, as above).
         wanted = {"true": [r["differs"] is True for r in rows],
                   "false": [r["differs"] is False for r in rows],
                   "not-compared": [not r["compared"] for r in rows]}
@@ -570,7 +572,12 @@ def test_the_compare_page(chromium: Any, compared: dict[str, Compared], label: s
         assert shown(page, "article.cell")["visible"] == len(rows)
         assert opened.network() == []
     with open_page(chromium, c.page, javascript=False) as opened:
-        assert shown(opened.page, "article.cell")["visible"] == len(rows)
+        # Without JavaScript no cell is drawn and the page says why (as report.html for calls);
+        # who A and B are and the counts are still there.
+        assert shown(opened.page, "article.cell")["visible"] == 0
+        assert opened.page.locator("#cells-need-js").is_visible()
+        assert "JavaScript" in (opened.page.text_content("#cells-need-js") or "")
+        assert opened.page.locator("#series dd[data-field=experiment]").count() == 2
         assert opened.network() == []
 
 

@@ -169,12 +169,15 @@ def test_hostile_answers_run_nothing_go_nowhere_and_read_as_text(
         assert opened.elsewhere() == []
         assert dom["marks"] == [None, None]
         assert dom["scripts"] == [page_script().source]
-        assert dom["islands"] == (["fragbench-calls"] if which == "report" else [])
+        assert dom["islands"] == (["fragbench-calls"] if which == "report"
+                                  else ["fragbench-cells"])
         assert dom["filtersShown"]  # the page's own script ran
         assert dom["handlers"] == [] and dom["links"] == [] and dom["foreign"] == []
         assert dom["metas"] == [] and dom["styles"] == 1 and dom["styled"] == []
 
         page = opened.page
+        if which == "compare":  # the pair page draws its cells from data: every cell at once
+            page.select_option("#page-size", "200")
         hostile_text = 0
         for what, selector, stored in shown_values(hostile, which):
             if stored is None:  # a value the page does not show (never for these calls)
@@ -183,6 +186,18 @@ def test_hostile_answers_run_nothing_go_nowhere_and_read_as_text(
             assert shown == redact(stored), f"{what} ({selector})"
             hostile_text += any(m in shown for m in MARKERS)
         assert hostile_text >= 5  # the markup is there, as text
+        if which == "compare":  # the cells a search of markup finds are drawn as text too
+            page.fill("#filter-search", "<script>")
+            page.wait_for_function("() => location.hash.includes('q=')")
+            assert 0 < page.locator("article.cell").count() <= HOSTILE_CALLS
+            again = [(w, sel, v) for w, sel, v in shown_values(hostile, which)
+                     if v is not None and page.locator(sel.split(" div.")[0]).count()]
+            assert len(again) >= 3
+            for what, selector, stored in again:
+                assert text_of(page, selector) == redact(stored), f"{what} ({selector})"
+            dom = settled(opened)
+            assert dom["marks"] == [None, None] and dom["handlers"] == []
+            assert dom["links"] == [] and dom["foreign"] == [] and dom["styled"] == []
         model = text_of(page, "dl.run dd[data-field=model]") or ""
         assert redact(hostile.calls["model"][-1]) in model
         assert all(m in model for m in ("<script>", "onerror=", "javascript:"))

@@ -264,8 +264,9 @@ def test_the_grid_of_three_large_series_pages_filters_searches_and_keeps_its_sta
 
 def test_the_pair_page_of_two_large_series_pages_its_cells(chromium: Any, trio: list[Path],
                                                           tmp_path: Path) -> None:
-    """`compare S1 S3 --html` over 10,080 cells: 50 cells shown at a time, "differs" finds
-    the differing cells across every page, and the state survives a reload."""
+    """`compare S1 S3 --html` over 10,080 cells, drawn from the page's data: 50 cells shown at
+    a time, "differs" finds the differing cells across every page, the state survives a
+    reload, and a link to a cell the filter hides shows its page."""
     from conftest import run_cli
 
     from fragbench.compare import compare_series
@@ -287,4 +288,11 @@ def test_the_pair_page_of_two_large_series_pages_its_cells(chromium: Any, trio: 
         assert page.input_value("#filter-differs") == "true" and page.input_value(
             "#page-size") == "200"
         assert shown_rows(page, "article.cell") == differing[200:400]
+        # A link to the last cell: its page, drawn from the data (the filter cleared if it hides
+        # the cell).
+        last = anchor(table[-1])
+        page.evaluate("h => { location.hash = h; }", "#" + last)
+        page.wait_for_function("id => document.getElementById(id) !== null", arg=last)
+        assert page.input_value("#filter-differs") == ("true" if table[-1]["differs"] else "")
+        assert last in shown_rows(page, "article.cell")
         assert opened.elsewhere() == []

@@ -2,7 +2,9 @@
 
 Pages are read back with the standard library's HTML parser (tests/test_browser.py drives a
 real browser over them): what the DOM contract promises is checked on the parsed tree, with
-the expected values taken from the series' own Parquet files, not from the page's code.
+the expected values taken from the series' own Parquet files, not from the page's code. The
+pair page's cells are data (a JSON element) drawn by page.js: they are read from the page as
+headless Chromium drew it (`drawn`, every cell on one page), the rest from the file.
 """
 
 from __future__ import annotations
@@ -121,6 +123,25 @@ def warnings_first(doc: Node) -> Node | None:
     return None
 
 
+def drawn(chromium: Any, path: Path) -> Node:
+    """The pair page as page.js drew it in headless Chromium, 200 cells a page (every cell of
+    these 72-cell pages), parsed like the file: the file holds no cell markup, only the data
+    element and a note that the cells need JavaScript."""
+    from browser import open_page
+
+    doc = parse(path)
+    assert cells(doc) == []
+    assert "JavaScript" in doc.one("p", "needs-js").text()
+    with open_page(chromium, path) as opened:
+        opened.page.select_option("#page-size", "200")
+        html: str = opened.page.evaluate("() => document.documentElement.outerHTML")
+        assert opened.elsewhere() == []
+    builder = TreeBuilder()
+    builder.feed(html)
+    builder.close()
+    return builder.root
+
+
 def cells(doc: Node) -> list[Node]:
     return doc.all("article", "cell")
 
@@ -174,7 +195,8 @@ def summary_of(stdout: str) -> tuple[list[str], list[str], str]:
     return lines[:head], lines[head + 1:end], lines[end]
 
 
-def test_demo_pair_page_all_compared_none_differs(extractive: Path, tmp_path: Path) -> None:
+def test_demo_pair_page_all_compared_none_differs(chromium: Any, extractive: Path,
+                                                  tmp_path: Path) -> None:
     again = extractive.parent / "extractive-again"
     shutil.copytree(extractive, again)
     page, out = tmp_path / "cmp.html", tmp_path / "cmp.parquet"
@@ -199,7 +221,7 @@ def test_demo_pair_page_all_compared_none_differs(extractive: Path, tmp_path: Pa
     assert doc.all("section", "warnings") == [] and warnings_first(doc) is None
     assert len(doc.all(cls="caveat")) == 2
     assert all("non-model baseline" in c.text() for c in doc.all(cls="caveat"))
-    shown = cells(doc)
+    shown = cells(drawn(chromium, page))
     assert [key_of(c) for c in shown] == [tuple(r[c] for c in CELL)
                                           for r in table.to_dicts()]
     assert {(c.attrs["data-compared"], c.attrs["data-differs"]) for c in shown} == \
@@ -282,7 +304,7 @@ def expected_differs(a: Path, b: Path) -> dict[tuple[Any, ...], bool]:
 
 
 def test_model_series_beside_the_baseline_differs_where_the_tables_do(
-        extractive: Path, experiment: Path, server: Server, tmp_path: Path) -> None:
+        chromium: Any, extractive: Path, experiment: Path, server: Server, tmp_path: Path) -> None:
     openai = loopback_series(experiment, server, "openai")
     page, out = tmp_path / "cmp.html", tmp_path / "cmp.jsonl"
     result = run_cli("compare", str(extractive), str(openai), "--html", str(page),
@@ -305,6 +327,7 @@ def test_model_series_beside_the_baseline_differs_where_the_tables_do(
     doc = parse(page)
     assert_self_contained(page, doc)
     assert len(doc.all(cls="caveat")) == 1 and "A, extractive" in doc.one(cls="caveat").text()
+    doc = drawn(chromium, page)
     cell = next(c for c in cells(doc) if key_of(c) == ("delay", "en", "A", "full", 1))
     assert cell.attrs["data-compared"] == "true" and cell.attrs["data-differs"] == "true"
     assert [li.attrs["data-cited-id"] for li in side(cell, "a").all("li", "citation")] == \
@@ -324,7 +347,7 @@ def test_model_series_beside_the_baseline_differs_where_the_tables_do(
 
 
 def test_stopped_series_warns_first_and_marks_cells_not_compared(
-        extractive: Path, experiment: Path, server: Server, tmp_path: Path) -> None:
+        chromium: Any, extractive: Path, experiment: Path, server: Server, tmp_path: Path) -> None:
     server.script[9] = http_error(500)
     stopped = loopback_series(experiment, server, "openai-stopped")
     page = tmp_path / "cmp.html"
@@ -348,7 +371,7 @@ def test_stopped_series_warns_first_and_marks_cells_not_compared(
     assert warnings_first(doc) is not None  # before anything else, the same lines as on screen
     first = warnings_first(doc)
     assert [squash(p.text()) for p in first.all("p", "warning")] == warnings
-    missing = [c for c in cells(doc) if c.attrs["data-compared"] == "false"]
+    missing = [c for c in cells(drawn(chromium, page)) if c.attrs["data-compared"] == "false"]
     assert len(missing) == 63
     for cell in missing:
         assert cell.attrs["data-differs"] == ""  # not compared: neither same nor different
@@ -365,7 +388,7 @@ def test_stopped_series_warns_first_and_marks_cells_not_compared(
     assert side(failed, "b").one(cls="error").text() == f"http_error (HTTP 500): {call['error']}"
 
 
-def test_markup_in_an_answer_is_shown_as_text(extractive: Path, experiment: Path,
+def test_markup_in_an_answer_is_shown_as_text(chromium: Any, extractive: Path, experiment: Path,
                                               server: Server, tmp_path: Path) -> None:
     answer = "<script>alert('answer')</script> & <b>bold</b> \"quoted\""
     extract = "<img src=x onerror=alert(1)>"
@@ -378,7 +401,11 @@ def test_markup_in_an_answer_is_shown_as_text(extractive: Path, experiment: Path
     assert result.returncode == 0, result.stderr
     doc = parse(page)
     assert_self_contained(page, doc)
-    assert len(doc.all("script")) == 1  # the page's own filters, nothing from the answer
+    # The page's own script and its data element, nothing from the answer: in the file and
+    # in the page page.js drew.
+    assert [s.attrs.get("type") for s in doc.all("script")] == ["application/json", None]
+    doc = drawn(chromium, page)
+    assert [s.attrs.get("type") for s in doc.all("script")] == ["application/json", None]
     assert doc.all("img") == [] and doc.all("b") == [] and doc.all("i") == []
     cell = next(c for c in cells(doc) if key_of(c) == tuple(first[c] for c in CELL))
     assert side(cell, "b").one(cls="answer").text() == answer
@@ -387,7 +414,9 @@ def test_markup_in_an_answer_is_shown_as_text(extractive: Path, experiment: Path
     assert citation.attrs["data-reason"] == "unknown_id"
     assert citation.one("q", "extract").text() == extract
     text = page.read_text(encoding="utf-8")
-    assert "&lt;script&gt;alert(&#39;answer&#39;)&lt;/script&gt;" in text
+    # The answer is in the data element, its markup as \u escapes (report_html._island).
+    assert json.dumps(answer)[1:-1].replace("<", "\\u003c").replace(">", "\\u003e").replace(
+        "&", "\\u0026") in text
 
 
 def test_hostile_answers_one_script_allowed_by_its_hash_and_no_key(
@@ -411,8 +440,10 @@ def test_hostile_answers_one_script_allowed_by_its_hash_and_no_key(
     scripts, policy = scripts_and_policy(text)
     assert scripts == [PAGE_JS.read_text(encoding="utf-8")]
     assert policy["script-src"] == page_js_source() and policy["default-src"] == "'none'"
-    assert text.count("<script") == 1
-    assert "&lt;script&gt;" in text and "onerror=" in text  # the answers' markup, as text
+    assert text.count("<script") == 2  # page.js and the cells' data element
+    assert '<script type="application/json" id="fragbench-cells">' in text
+    # the answers' markup, as escapes in the data element
+    assert "\\u003cscript\\u003e" in text and "onerror=" in text
     for form, value in key_forms().items():
         assert value not in text, form
     assert CANARY_KEY.lower() not in text.lower()

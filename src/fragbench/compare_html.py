@@ -14,8 +14,12 @@ URL state (page.js `pagedList`, one code path): with JavaScript, one page of the
 match (PAIR_PAGE_SIZE, GRID_PAGE_SIZE) is shown and the rest hidden, the filters and the
 search (each cell's text, case ignored) look at every cell, and the state is the URL's
 fragment (`#?differs=true&q=…&page=N&per=N`); a link to a cell (#cell-…) shows its page.
-Unlike report.html the cells stay markup (so the page reads whole without JavaScript): the
-file grows with the cells (benchmarks/RESULTS.md gives the size at 10,080).
+The pair page's cells are data, as report.html's calls are: one `<script type="application/json"
+id="fragbench-cells">` element (`cell_data`, report_html._island), every value redacted one at a
+time before it is written, drawn by page.js (`pairPage`) a page at a time with textContent only.
+Without JavaScript the page shows who A and B are, the counts and the warnings, and says the
+cells need JavaScript (the comparison table, `--out`, holds every cell). The grid page's rows
+stay markup.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import polars as pl
 
 from fragbench.budget import usd
 from fragbench.compare import CELL, Comparison, differing_fields, grid_differing_fields
-from fragbench.report_html import PAGE_SIZES, Redact
+from fragbench.report_html import PAGE_SIZES, Redact, _island
 from fragbench.series import read_table, tables_of
 
 TEMPLATE = "compare.html.j2"
@@ -122,6 +126,65 @@ def _series(letter: str, info: dict[str, Any], where: Path, models: list[str]
             "path": str(where), "models": models}
 
 
+SIDE_TEXT = ("status", "status_words", "call_id", "answer", "text", "parse_error", "refusal",
+             "incomplete_reason", "error", "failure")
+"""A side's text values the page shows, each redacted on its own in the data."""
+
+
+def cell_data(cells: list[dict[str, Any]], redact: Redact) -> list[dict[str, Any]]:
+    """The cells as the page's data (page.js `pairPage` draws them): every string redacted
+    here, one value at a time (the same value once, memoized), numbers and counts already
+    worded as the page shows them (`_fmt`). A citation is [number, cited ID, extract, reason,
+    reason at the typographic level], as report.html's. Empty values are left out, and so is
+    the answer text as it came where an answer parsed (the page shows it only where none did)."""
+    memo: dict[str, str] = {}
+
+    def red(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        found = memo.get(value)
+        if found is None:
+            found = memo[value] = redact(value)
+        return found
+
+    out = []
+    for cell in cells:
+        sides = []
+        for side in cell["sides"]:
+            view: dict[str, Any] = {k: red(side[k]) for k in SIDE_TEXT
+                                    if isinstance(side[k], str) and side[k] != ""}
+            view["letter"] = side["letter"]
+            if side["present"]:
+                view["present"] = True
+            if side["sent"]:
+                view["sent"] = True
+                view["counts"] = [red(_fmt(side[k])) for k in (
+                    "parsed", "n_citations", "n_valid", "n_invalid", "conditions", "cost")]
+            if side["parsed"]:
+                view["parsed"] = True
+            if side["answer"] is not None:
+                # The answer text as it came is shown only where nothing parsed (as before):
+                # beside a parsed answer it would double the page for nothing shown.
+                view["answer"] = red(side["answer"])
+                view.pop("text", None)
+            if side["http_status"] is not None:
+                view["http_status"] = side["http_status"]
+            view["cites"] = [[c["citation"], red(c["id"]), red(c["extract"]), red(c["reason"]),
+                              red(c["reason_folded"])] for c in side["citations"]]
+            sides.append(view)
+        out.append({
+            "anchor": red(cell["anchor"]), "case": red(cell["case"]), "lang": red(cell["lang"]),
+            "variant": red(cell["variant"]), "mode": red(cell["mode"]), "rep": cell["rep"],
+            "compared": "true" if cell["compared"] else "false",
+            "differs": "" if cell["differs"] is None else ("true" if cell["differs"] else
+                                                           "false"),
+            "differing": [red(w) for w in cell["differing"]],
+            **({"note": red(cell["note"])} if not cell["compared"] and cell["note"] else {}),
+            "sides": sides,
+        })
+    return out
+
+
 def page_context(comparison: Comparison) -> dict[str, Any]:
     """Everything the template shows, from the comparison and the two series' files."""
     from fragbench.report_html import REASON_WORDS
@@ -172,9 +235,19 @@ def page_context(comparison: Comparison) -> dict[str, Any]:
 def render(comparison: Comparison, redact: Redact) -> str:
     """The page as text, each value redacted by `redact` (the CLI's redactor) before it is
     escaped. Jinja2 is imported by report_html.environment(), only here."""
-    from fragbench.report_html import environment
+    from markupsafe import Markup
 
-    return environment(redact).get_template(TEMPLATE).render(page_context(comparison))
+    from fragbench.report_html import REASON_HELP, REASON_SYMBOLS, REASON_WORDS, environment
+
+    context = page_context(comparison)
+    data = {"series": [redact(s["name"]) for s in context["series"]],
+            "cells": cell_data(context.pop("cells"), redact),
+            "reasons": {r: [REASON_WORDS[r], REASON_HELP[r], REASON_SYMBOLS[r]]
+                        for r in REASON_WORDS}}
+    # The one value inserted as it is: JSON of values each redacted in cell_data, its <, >, &
+    # and line separators escaped for a script element (report_html._island).
+    context["island"] = Markup(_island(data))
+    return environment(redact).get_template(TEMPLATE).render(context)
 
 
 def write_compare_page(comparison: Comparison, path: Path, redact: Redact) -> None:

@@ -12,9 +12,10 @@
    holds (never markup), drawn a page at a time, every value put in with textContent or as an
    attribute's value, never parsed as HTML (`reportPage`).
 
-   The compare pages (a form.filters with data-items and data-list): the cells are markup, so
-   that the page reads whole without JavaScript; the script hides all but the page shown, and
-   a select's data-field names the attribute it compares (`itemPage`).
+   The pair page (a form.filters with data-cells): its cells are data too, drawn the same way
+   (`pairPage`). The grid page (a form.filters with data-items and data-list): its rows are
+   markup, so that it reads whole without JavaScript; the script hides all but the page shown,
+   and a select's data-field names the attribute it compares (`itemPage`).
 
    Forms, pagers and controls are shown only here, when the script runs. The sticky header's
    height is kept as the scroll padding, so a link is not hidden under it. */
@@ -37,51 +38,11 @@
   function add(parent, child) { parent.appendChild(child); return child; }
   function say(parent, text) { parent.appendChild(document.createTextNode(String(text))); }
 
-  /* -- report.html ------------------------------------------------------------------------ */
-
-  function reportPage(form) {
-    var island = document.getElementById(form.dataset.calls);
-    var list = document.getElementById("call-list");
-    var data = null;
-    try {
-      data = JSON.parse(island.textContent);
-    } catch (error) {
-      /* Never expected (the page writes the data escaped): say so rather than draw part. */
-      list.dataset.error = "unreadable";
-      list.appendChild(el("p", "error", "The calls' data in this page cannot be read; " +
-        "calls.parquet in the series folder holds every call."));
-      return;
-    }
-    var calls = data.calls;
-    var texts = data.texts;
-    var reasons = data.reasons;
-    var haystacks = null;
-    /* A Map, not an object: a call ID such as `constructor` or `__proto__` must be neither
-       found where no call has it nor lost where one does. */
-    var byId = new Map();
-    calls.forEach(function (call, index) { byId.set(call.id, index); });
-
+  /* A citation as both pages draw it: c is [number, cited ID, extract, reason, reason at the
+     typographic level, fact ID where a misattributed extract was found (or absent)]; `reasons`
+     maps a reason to [words, help, symbol]. Text only, never markup. */
+  function citing(reasons) {
     function word(reason) { return reasons[reason] ? reasons[reason][0] : reason; }
-
-    function field(call, name) {
-      if (name === "reasons") { return call.cites.map(function (c) { return c[3]; }).join(" "); }
-      if (name.indexOf("group:") === 0) {
-        return (call.groups && call.groups[name.slice(6)]) || "";
-      }
-      var value = call[name];
-      return value === undefined || value === null ? "" : String(value);
-    }
-
-    function haystack(index) {
-      if (haystacks === null) {
-        haystacks = calls.map(function (call) {
-          var parts = [call.id, call.answer || "", call.text || ""];
-          call.cites.forEach(function (c) { parts.push(c[2]); });
-          return parts.join("\n").toLowerCase();
-        });
-      }
-      return haystacks[index];
-    }
 
     function badge(reason) {
       var span = el("span", "reason r-" + reason);
@@ -120,6 +81,57 @@
         add(li, el("span", "note", "(an empty extract)"));
       }
       return li;
+    }
+
+    return {word: word, badge: badge, citation: citation};
+  }
+
+  /* -- report.html ------------------------------------------------------------------------ */
+
+  function reportPage(form) {
+    var island = document.getElementById(form.dataset.calls);
+    var list = document.getElementById("call-list");
+    var data = null;
+    try {
+      data = JSON.parse(island.textContent);
+    } catch (error) {
+      /* Never expected (the page writes the data escaped): say so rather than draw part. */
+      list.dataset.error = "unreadable";
+      list.appendChild(el("p", "error", "The calls' data in this page cannot be read; " +
+        "calls.parquet in the series folder holds every call."));
+      return;
+    }
+    var calls = data.calls;
+    var texts = data.texts;
+    var reasons = data.reasons;
+    var haystacks = null;
+    /* A Map, not an object: a call ID such as `constructor` or `__proto__` must be neither
+       found where no call has it nor lost where one does. */
+    var byId = new Map();
+    calls.forEach(function (call, index) { byId.set(call.id, index); });
+
+    var cited = citing(reasons);
+    var word = cited.word;
+    var citation = cited.citation;
+
+    function field(call, name) {
+      if (name === "reasons") { return call.cites.map(function (c) { return c[3]; }).join(" "); }
+      if (name.indexOf("group:") === 0) {
+        return (call.groups && call.groups[name.slice(6)]) || "";
+      }
+      var value = call[name];
+      return value === undefined || value === null ? "" : String(value);
+    }
+
+    function haystack(index) {
+      if (haystacks === null) {
+        haystacks = calls.map(function (call) {
+          var parts = [call.id, call.answer || "", call.text || ""];
+          call.cites.forEach(function (c) { parts.push(c[2]); });
+          return parts.join("\n").toLowerCase();
+        });
+      }
+      return haystacks[index];
     }
 
     function fragments(call, highlight) {
@@ -451,9 +463,150 @@
     route();
   }
 
+  /* -- the pair page (compare A B --html) -------------------------------------------------- */
+
+  /* The pair page's cells are data (a JSON element, compare_html.cell_data), drawn a page at
+     a time like report.html's calls, every value put in with textContent or as an attribute's
+     value. A select's data-field names the cell's attribute (data-case: the cell's `case`). */
+  function pairPage(form) {
+    var island = document.getElementById(form.dataset.cells);
+    var list = document.getElementById(form.dataset.list);
+    var data = null;
+    try {
+      data = JSON.parse(island.textContent);
+    } catch (error) {
+      list.dataset.error = "unreadable";
+      list.appendChild(el("p", "error", "The cells' data in this page cannot be read; " +
+        "fragbench compare A B --out FILE writes every cell."));
+      return;
+    }
+    var cells = data.cells;
+    var names = data.series;
+    var citation = citing(data.reasons).citation;
+    var haystacks = null;
+    var byAnchor = new Map();
+    cells.forEach(function (cell, index) { byAnchor.set("cell-" + cell.anchor, index); });
+    var COUNTS = [["parsed", "parsed"], ["citations", null], ["valid", "valid citations"],
+      ["not valid", "invalid citations"], ["conditions cited validly", "conditions cited validly"],
+      ["cost (USD)", null]];
+
+    function field(cell, name) {
+      var value = cell[name.indexOf("data-") === 0 ? name.slice(5) : name];
+      return value === undefined || value === null ? "" : String(value);
+    }
+
+    function haystack(index) {
+      if (haystacks === null) {
+        haystacks = cells.map(function (cell) {
+          var parts = [cell.case, cell.lang, cell.variant, cell.mode, cell.note || ""];
+          cell.sides.forEach(function (s) {
+            parts.push(s.call_id || "", s.answer || "", s.text || "", s.error || "",
+              s.refusal || "");
+            s.cites.forEach(function (c) { parts.push(c[1], c[2]); });
+          });
+          return parts.join("\n").toLowerCase();
+        });
+      }
+      return haystacks[index];
+    }
+
+    function side(cell, s, k) {
+      var letter = s.letter.toLowerCase();
+      var div = el("div", "side side-" + letter);
+      div.dataset.status = s.status || "";
+      var head = add(div, el("div", "side-head"));
+      add(head, el("h4", null, s.letter + ": " + names[k]));
+      say(head, " ");
+      add(head, el("span", "status s-" + (s.status || "absent"), s.status_words || "absent"));
+      if (s.call_id) { say(head, " "); add(head, el("span", "call-id", s.call_id)); }
+      if (!s.present) {
+        add(div, el("p", "never-sent", "This cell is not in " + s.letter + "'s plan."));
+        return div;
+      }
+      if (!s.sent) {
+        add(div, el("p", "never-sent", "Planned, never sent: nothing was asked, nothing answered."));
+        return div;
+      }
+      var dl = add(div, el("dl", "counts"));
+      COUNTS.forEach(function (row, i) {
+        add(dl, el("dt", null, row[0]));
+        var dd = add(dl, el("dd", null, s.counts[i]));
+        if (row[1] && cell.differing.indexOf(row[1]) >= 0) { dd.className = "diff"; }
+      });
+      if (s.error || s.failure) {
+        var said = s.failure ? s.failure + (s.http_status ? " (HTTP " + s.http_status + ")" : "") +
+          ": " : "";
+        add(div, el("p", "error", said + (s.error || "no error message")));
+      }
+      if (s.refusal) { add(div, el("p", "refusal", "Refused: " + s.refusal)); }
+      if (s.incomplete_reason) {
+        add(div, el("p", "incomplete", "Incomplete: " + s.incomplete_reason));
+      }
+      if (s.answer !== undefined) {
+        add(div, el("p", "answer", s.answer));
+      } else if (s.text) {
+        add(div, el("p", "unparsed", "No parsed answer" + (s.parse_error ? ": " + s.parse_error : "") +
+          ". The answer text as it came:"));
+        add(div, el("pre", "answer", s.text));
+      }
+      var ol = add(div, el("ol", "citations"));
+      s.cites.forEach(function (c) { add(ol, citation(c, "cell-" + cell.anchor + "-" + letter)); });
+      if (s.parsed && !s.cites.length) {
+        add(div, el("p", "no-citations", "The answer cites nothing."));
+      }
+      return div;
+    }
+
+    function article(cell) {
+      var a = el("article", "cell");
+      a.id = "cell-" + cell.anchor;
+      var d = a.dataset;
+      d.case = cell.case; d.lang = cell.lang; d.variant = cell.variant; d.mode = cell.mode;
+      d.rep = String(cell.rep); d.compared = cell.compared; d.differs = cell.differs;
+      var head = add(a, el("div", "cell-head"));
+      add(head, el("h3", null, cell.case + " · " + cell.lang + " · variant " + cell.variant +
+        " · " + cell.mode + " · repetition " + cell.rep));
+      say(head, " ");
+      if (cell.compared !== "true") {
+        add(head, el("span", "verdict not-compared", "not compared"));
+      } else if (cell.differs === "true") {
+        add(head, el("span", "verdict differs", "differs"));
+        say(head, " ");
+        add(head, el("span", "differing", "in " + cell.differing.join(", ")));
+      } else {
+        add(head, el("span", "verdict same", "the same"));
+      }
+      if (cell.compared !== "true") { add(a, el("p", "note", cell.note || "")); }
+      var sides = add(a, el("div", "sides"));
+      cell.sides.forEach(function (s, k) { add(sides, side(cell, s, k)); });
+      return a;
+    }
+
+    pagedList(form, list, {
+      count: cells.length,
+      field: function (i, name) { return field(cells[i], name); },
+      haystack: haystack,
+      draw: function (indexes) {
+        list.replaceChildren.apply(list, indexes.map(function (i) { return article(cells[i]); }));
+      },
+      /* #cell-… (or a citation's #cell-…-a-cN): that cell's index, else -1. */
+      locate: function (id) {
+        var at = id;
+        if (!byAnchor.has(at)) { at = at.replace(/-[ab]-c[0-9]+$/, ""); }
+        return byAnchor.has(at) ? byAnchor.get(at) : -1;
+      },
+      element: function (id, index) {
+        return document.getElementById(id) ||
+          document.getElementById("cell-" + cells[index].anchor);
+      }
+    });
+    var note = document.getElementById("cells-need-js");
+    if (note) { note.hidden = true; }
+  }
+
   /* -- the compare page ------------------------------------------------------------------- */
 
-  /* The compare pages: their cells are markup (readable without JavaScript); the same pager,
+  /* The grid page: its rows are markup (readable without JavaScript); the same pager,
      filters, search and URL state show one page of them and hide the rest. A select compares
      the attribute its data-field names. */
   function itemPage(form) {
@@ -489,6 +642,8 @@
   var form = document.querySelector("form.filters");
   if (form && form.dataset.calls) {
     reportPage(form);
+  } else if (form && form.dataset.cells) {
+    pairPage(form);
   } else if (form && form.dataset.items) {
     itemPage(form);
   }
