@@ -4,10 +4,10 @@ One article per cell, in the comparison table's order, each with side A and side
 status, counts, answer and citations (citations.parquet rows), so the same call's citations sit
 next to each other. A cell not compared says why (`data-differs` is then empty: it is neither
 the same nor different); the warnings come first, as on screen. The page extends the report's
-base template (report_html.environment()): no URL to load, readable whole without JavaScript
-(the filters appear only with it), its one script allowed by its hash, and every value the
-page prints redacted and then escaped, one value at a time, by that environment (an answer may
-hold markup and a key); the rendered page is never rewritten.
+base template (report_html.environment()): no URL to load, its one script allowed by its hash,
+and every value the page prints redacted and then escaped, one value at a time, by that
+environment, and every value of its cells' data redacted one at a time (`cell_data`; an answer
+may hold markup and a key); the rendered page is never rewritten.
 
 At scale (issue 16): the pair and the grid page use report.html's pager, filters, search and
 URL state (page.js `pagedList`, one code path): with JavaScript, one page of the cells that
