@@ -427,11 +427,9 @@ def compare(
     (with more than two series: in any series, against the first).
     A cell not compared has no `differs` (null): neither the same nor different.
     """
-    import polars as pl
-
     from fragbench.compare import compare_grid, compare_series, summary
     from fragbench.errors import UsageError
-    from fragbench.tables import check_output, write_table
+    from fragbench.tables import check_output
 
     if len(series) < 2:
         raise UsageError("compare: name two or more series folders.")
@@ -447,38 +445,34 @@ def compare(
     comparison = compare_series(series[0], series[1])
     for line in summary(comparison, differs_only=differs_only):
         say(line)
-    if out is not None:
-        table = comparison.table
-        if comparison.warnings:
-            table = table.with_columns(pl.lit(" ".join(comparison.warnings)).alias("warning"))
-        write_table(table, out)
-        say(f"written to {out}")
-    if html is not None:
-        from fragbench.compare_html import write_compare_page
-
-        write_compare_page(comparison, html, _redactor().text)
-        say(f"page written to {html}")
+    _compare_files(comparison, out, html, "write_compare_page")
 
 
 def _compare_grid(grid: Any, out: Path | None, html: Path | None, differs_only: bool) -> None:
     """`compare` of more than two series: the grid on screen, in --out and in --html."""
-    import polars as pl
-
     from fragbench.compare import grid_summary
-    from fragbench.tables import write_table
 
     for line in grid_summary(grid, differs_only=differs_only):
         say(line)
+    _compare_files(grid, out, html, "write_grid_page")
+
+
+def _compare_files(result: Any, out: Path | None, html: Path | None, page: str) -> None:
+    """A comparison's (a pair's or a grid's) `--out` table, its warnings in a column, and its
+    `--html` page, written by `fragbench.compare_html.<page>`."""
+    import polars as pl
+
+    from fragbench import compare_html
+    from fragbench.tables import write_table
+
     if out is not None:
-        table = grid.table
-        if grid.warnings:
-            table = table.with_columns(pl.lit(" ".join(grid.warnings)).alias("warning"))
+        table = result.table
+        if result.warnings:
+            table = table.with_columns(pl.lit(" ".join(result.warnings)).alias("warning"))
         write_table(table, out)
         say(f"written to {out}")
     if html is not None:
-        from fragbench.compare_html import write_grid_page
-
-        write_grid_page(grid, html, _redactor().text)
+        getattr(compare_html, page)(result, html, _redactor().text)
         say(f"page written to {html}")
 
 

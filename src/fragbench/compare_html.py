@@ -31,7 +31,7 @@ import polars as pl
 
 from fragbench.budget import usd
 from fragbench.compare import CELL, Comparison, differing_fields, grid_differing_fields
-from fragbench.report_html import PAGE_SIZES, Redact, _island
+from fragbench.report_html import PAGE_SIZES, Redact, _island, memoized
 from fragbench.series import read_table, tables_of
 
 TEMPLATE = "compare.html.j2"
@@ -137,15 +137,7 @@ def cell_data(cells: list[dict[str, Any]], redact: Redact) -> list[dict[str, Any
     worded as the page shows them (`_fmt`). A citation is [number, cited ID, extract, reason,
     reason at the typographic level], as report.html's. Empty values are left out, and so is
     the answer text as it came where an answer parsed (the page shows it only where none did)."""
-    memo: dict[str, str] = {}
-
-    def red(value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        found = memo.get(value)
-        if found is None:
-            found = memo[value] = redact(value)
-        return found
+    red = memoized(redact)
 
     out = []
     for cell in cells:

@@ -212,6 +212,21 @@ CALL_TEXT = ("answer", "text", "parse_error", "error", "failure", "refusal",
 """calls.parquet text columns the page shows, as they are (each redacted)."""
 
 
+def memoized(redact: Redact) -> Callable[[Any], Any]:
+    """`redact` applied to each string value, once per distinct value (a page repeats the same
+    fragment and extract many times); anything that is not a string is returned as it is."""
+    memo: dict[str, str] = {}
+
+    def red(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        found = memo.get(value)
+        if found is None:
+            found = memo[value] = redact(value)
+        return found
+    return red
+
+
 def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
                groups: dict[str, dict[str, str]], redact: Redact) -> dict[str, Any]:
     """The calls as the page's data island: every value redacted here, one value at a time
@@ -223,15 +238,7 @@ def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
     [fact ID, index, pieces], a piece being [text, citation numbers]. A citation is
     [number, cited ID, extract, reason, reason at the typographic level, fact ID of the
     fragment holding it (a located extract) or null]. Empty values are left out."""
-    memo: dict[str, str] = {}
-
-    def red(value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        found = memo.get(value)
-        if found is None:
-            found = memo[value] = redact(value)
-        return found
+    red = memoized(redact)
 
     by_call: dict[str, list[dict[str, Any]]] = {}
     if citations is not None:
