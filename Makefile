@@ -12,12 +12,18 @@ export UV_PYTHON_DOWNLOADS := never
 
 .PHONY: demo test docs chromium postgresql screenshots lint bench clean
 
+# Each step says what it does first: the first install takes a minute or so, and a silent
+# minute looks like a hang. uv shows its own progress (a bar on a terminal; otherwise what it
+# resolved and installed).
 $(UV):
+	@echo "make: bootstrapping uv $(UV_VERSION) into .bootstrap/ (first run only)"
 	$(PYTHON) -m venv .bootstrap
 	.bootstrap/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 $(STAMP): $(UV) pyproject.toml uv.lock $(wildcard plugins/*/pyproject.toml)
-	$(UV) sync --frozen --inexact --compile-bytecode --python $(PYTHON) --quiet
+	@echo "make: installing the locked environment (uv.lock) into .venv/ (first run, or after uv.lock changed)"
+	$(UV) sync --frozen --inexact --compile-bytecode --python $(PYTHON)
+	@echo "make: compiling fragbench and its plugins to bytecode"
 	$(VENV)/bin/python -m compileall -q src plugins
 	touch $(STAMP)
 
