@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-KEY = "sk-proj-BENCHbench0123456789abcdefXYZ"
+KEY = "fbbench-loopback-only-not-a-key-0123456789"
+"""What the benchmark puts in OPENAI_API_KEY: only a loopback server on 127.0.0.1 ever sees it,
+and it has no provider's shape, so it cannot be mistaken for (or spend as) a real key."""
 SERVER = """
 import sys, time
 from fragbench.interfaces import Usage
