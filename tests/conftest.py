@@ -4,17 +4,21 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
-from loopback import Server
+from loopback import Handler, Server, answer_for
 from typer.testing import CliRunner
 
 from fragbench.cli import app
 
+PATIENCE = 300.0
+"""How long a step may take on a loaded machine before a test gives up: a bound on a failure,
+never a timing a passing run must meet."""
 ROOT = Path(__file__).resolve().parent.parent
 PROVIDER = ("OPENAI_", "ANTHROPIC_")
 """A test never inherits a provider's key or endpoint from the machine it runs on."""
@@ -118,6 +122,26 @@ def run_process(*args: str, cwd: Path | None = None, env: dict[str, str] | None 
 def server() -> Iterator[Server]:
     with Server() as srv:
         yield srv
+
+
+@pytest.fixture
+def held(server: Server) -> Iterator[threading.Event]:
+    """Every request is held by the loopback server until the test opens the gate (`set()`):
+    calls stay in flight as long as the test needs them there (opened at the end whatever
+    happened, so no handler outlives the test)."""
+    gate = threading.Event()
+
+    def answer(handler: Handler, number: int, body: dict[str, Any]) -> None:
+        gate.wait(PATIENCE)
+        try:
+            handler.send_json(200, handler.server.shape.body(answer_for(body), number=number,
+                                                             request=body))
+        except OSError:  # the client abandoned the call and exited: expected here
+            handler.close_connection = True
+
+    server.default = answer
+    yield gate
+    gate.set()
 
 
 def refreeze(experiment: Path, old: str, new: str) -> None:

@@ -22,15 +22,15 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
-from loopback import Action, Handler, Server, answer_for, http_error, ok
+from conftest import CANARY_KEY, PATIENCE, ROOT, error_lines, process_env, refreeze, run_cli
+from loopback import Action, Handler, Server, http_error, ok
 
 from fragbench.collect import BudgetBook, collect
 from fragbench.config import Concurrency, load_experiment
@@ -43,9 +43,6 @@ from fragbench.plugins import registry
 from fragbench.redact import Redactor
 from fragbench.run import input_bounds
 
-PATIENCE = 300.0
-"""How long a step may take on a loaded machine before the test gives up: a bound on a
-failure, never a timing a passing run must meet."""
 IN_FLIGHT = 8
 BILLED_ENV = {"OPENAI_API_KEY": CANARY_KEY}
 
@@ -535,24 +532,6 @@ def test_sigkill_with_calls_in_flight(experiment: Path, server: Server) -> None:
         assert calls.filter(pl.col("status") != "not_sent").height == len(reserves)
         check_ceiling(experiment)
     assert mid_run >= trials // 2
-
-
-@pytest.fixture
-def held(server: Server) -> Iterator[threading.Event]:
-    """Every request is held by the server until the test opens the gate."""
-    gate = threading.Event()
-
-    def answer(handler: Handler, number: int, body: dict[str, Any]) -> None:
-        gate.wait(PATIENCE)
-        try:
-            handler.send_json(200, handler.server.shape.body(answer_for(body), number=number,
-                                                             request=body))
-        except OSError:
-            handler.close_connection = True
-
-    server.default = answer
-    yield gate
-    gate.set()
 
 
 def test_sigint_with_calls_in_flight_awaits_and_records_them_all(

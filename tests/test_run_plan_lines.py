@@ -13,36 +13,15 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
 from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
-from loopback import Handler, Server, answer_for
+from loopback import Server
 from test_signals import PATIENCE, Lines, wait_for
 
 from fragbench.ledger_pg import shown_url
 
 IN_FLIGHT = 4
-
-
-@pytest.fixture
-def held(server: Server) -> Iterator[threading.Event]:
-    """Every request is held by the server until the test opens the gate."""
-    gate = threading.Event()
-
-    def answer(handler: Handler, number: int, body: dict[str, Any]) -> None:
-        gate.wait(PATIENCE)
-        try:
-            handler.send_json(200, handler.server.shape.body(answer_for(body), number=number,
-                                                             request=body))
-        except OSError:  # the client abandoned the call and exited: expected here
-            handler.close_connection = True
-
-    server.default = answer
-    yield gate
-    gate.set()
 
 
 def test_a_second_ctrl_c_names_every_call_abandoned_in_flight(
