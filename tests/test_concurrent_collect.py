@@ -31,6 +31,7 @@ import polars as pl
 import pytest
 from conftest import CANARY_KEY, PATIENCE, ROOT, error_lines, process_env, refreeze, run_cli
 from loopback import Action, Handler, Server, http_error, ok
+from test_sigkill import killed_mid_run
 
 from fragbench.collect import BudgetBook, collect
 from fragbench.config import Concurrency, load_experiment
@@ -500,21 +501,9 @@ def test_sigkill_with_calls_in_flight(experiment: Path, server: Server) -> None:
         with server.lock:
             server.requests.clear()
         out = experiment.parent.parent / f"outputs-{trial}"
-        target = rng.randrange(0, 72)
-        proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
-                                 "--out", str(out)], cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + PATIENCE
-        while len(server.requests) <= target and proc.poll() is None \
-                and time.monotonic() < deadline:
-            time.sleep(0.002)
-        time.sleep(rng.uniform(0, 0.02))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        received = len(server.requests)
+        received, series_dir, records = killed_mid_run(experiment, out, env, server, rng,
+                                                       PATIENCE)
         mid_run += 0 < received < 72
-        series_dir = out / "protocol-1.0" / "openai"
-        records = read_journal(series_dir / "journal.jsonl")
         reserves = [r for r in records if r["type"] == "reserve"]
         outcomes = {r["call_id"]: r for r in records if r["type"] == "outcome"}
         assert len(reserves) >= received, (trial, len(reserves), received)

@@ -12,6 +12,7 @@ import sys
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from conftest import CANARY_KEY, ROOT, process_env, refreeze, run_cli
@@ -22,6 +23,27 @@ from fragbench.journal import read_journal
 from fragbench.ledger import Ledger, ledger_path
 
 TRIALS = 20
+
+
+def killed_mid_run(experiment: Path, out: Path, env: dict[str, str], server: Server,
+                   rng: random.Random, patience: float) -> tuple[int, Path, list[dict[str, Any]]]:
+    """`fragbench run` of the experiment's openai series in a subprocess, SIGKILLed once the
+    server has received a random number of its 72 requests (plus a random instant up to
+    20 ms): how many requests the server received, the series folder, and its journal read
+    back (readable, torn last line or not). `patience` bounds the wait for a failure only."""
+    target = rng.randrange(0, 72)
+    proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                             "--out", str(out)], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + patience
+    while len(server.requests) <= target and proc.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.002)
+    time.sleep(rng.uniform(0, 0.02))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    series_dir = out / "protocol-1.0" / "openai"
+    return len(server.requests), series_dir, read_journal(series_dir / "journal.jsonl")
 
 
 def test_sigkill_at_random_points(experiment: Path, server: Server) -> None:
@@ -44,22 +66,8 @@ def test_sigkill_at_random_points(experiment: Path, server: Server) -> None:
         with server.lock:
             server.requests.clear()
         out = experiment.parent.parent / f"outputs-{trial}"
-        target = rng.randrange(0, 72)
-        proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
-                                 "--out", str(out)], cwd=ROOT, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while len(server.requests) <= target and proc.poll() is None \
-                and time.monotonic() < deadline:
-            time.sleep(0.002)
-        time.sleep(rng.uniform(0, 0.02))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        received = len(server.requests)
+        received, series_dir, records = killed_mid_run(experiment, out, env, server, rng, 60)
         mid_run += 0 < received < 72
-
-        series_dir = out / "protocol-1.0" / "openai"
-        records = read_journal(series_dir / "journal.jsonl")  # readable, torn line or not
         reserves = [r for r in records if r["type"] == "reserve"]
         outcomes = {r["call_id"]: r for r in records if r["type"] == "outcome"}
         # Every request the server saw had its reservation on disk first.
