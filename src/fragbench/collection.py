@@ -90,31 +90,43 @@ def _checked(frame: pl.LazyFrame, columns: dict[str, Any], what: str, source: An
 
 
 def chunk_collection(sentences: pl.LazyFrame, chunk_size: int) -> pl.DataFrame:
-    """One row per chunk, in collection order: chunk_id, passage, chunk, lang, text."""
-    rows = sentences.select("passage", "position", "lang", "text").with_row_index("_row")
-    order = (rows.group_by("passage").agg(pl.col("_row").min().alias("_first"),
+    """One row per chunk, in collection order: chunk_id, passage, chunk, lang, text, first.
+
+    `first` is the input row of the passage's first sentence: (first, chunk) is the chunk's
+    place in the collection order, whatever part of the collection a frame holds (the Ray
+    engine's shards keep it from the input's row index, numbered before anything is split)."""
+    rows = sentences.select("passage", "position", "lang", "text")
+    if "_row" not in rows.collect_schema():
+        rows = rows.with_row_index("_row")
+    order = (rows.group_by("passage").agg(pl.col("_row").min().alias("first"),
                                           pl.col("lang").first().alias("lang"))
-             .sort("_first").with_row_index("_p").select("passage", "_p", "lang"))
+             .sort("first").select("passage", "first", "lang"))
     return (
         rows.drop("lang").join(order, on="passage")
-        .sort("_p", "position", "_row")
-        .with_columns((pl.int_range(pl.len()).over("_p") // chunk_size).cast(pl.Int64)
+        .sort("first", "position", "_row")
+        .with_columns((pl.int_range(pl.len()).over("first") // chunk_size).cast(pl.Int64)
                       .alias("chunk"))
-        .group_by("_p", "chunk", maintain_order=True)
+        .group_by("first", "chunk", maintain_order=True)
         .agg(pl.col("passage").first(), pl.col("lang").first(),
              pl.col("text").str.join(" "))
-        .sort("_p", "chunk")
+        .sort("first", "chunk")
         .with_row_index("chunk_id")
-        .select("chunk_id", "passage", "chunk", "lang", "text")
+        .select("chunk_id", "passage", "chunk", "lang", "text",
+                pl.col("first").cast(pl.Int64))
         .collect()
     )
 
 
 def select_top(scores: Any, keys: np.ndarray, row_ranges: list[tuple[int, int]], top_k: int
-               ) -> list[tuple[list[int], list[float], list[bool]]]:
+               ) -> list[tuple[list[int], list[float], list[float], list[int], int]]:
     """Per query row of a CSR score matrix: the top-k chunk ids within the row's candidate
     range [lo, hi), with the tie rule and the zero-score fill. `keys` are the rounded scores of
     `scores.data`.
+
+    Each row gives (chunk ids, scores, keys, at_key, positives): `at_key` is, for each chosen
+    chunk, how many candidate chunks of the row have its key (scored chunks and zero-score
+    chunks counted apart); the first `positives` chosen are scored, the rest the zero-score
+    fill in collection order.
 
     A few linear passes per row, whatever k: the k-th largest key splits the row into what is
     surely chosen (above it) and the ties at it, of which the first in collection order are
@@ -147,7 +159,9 @@ def select_top(scores: Any, keys: np.ndarray, row_ranges: list[tuple[int, int]],
         chosen_keys = ks[order]
         same = {k: int(n) for k, n in zip(*np.unique(chosen_keys, return_counts=True),
                                              strict=True)}
-        tied = [(at_count if k == kth else same[k]) > 1 for k in chosen_keys.tolist()]
+        counts = [at_count if k == kth else same[k] for k in chosen_keys.tolist()]
+        key_list = chosen_keys.tolist()
+        positives = len(chosen)
         if len(chosen) < top_k:  # zero-score chunks, in collection order
             zeros = (hi - lo) - len(ids)
             taken = set(ids.tolist())
@@ -159,8 +173,9 @@ def select_top(scores: Any, keys: np.ndarray, row_ranges: list[tuple[int, int]],
                 candidate += 1
             chosen += fill
             values += [0.0] * len(fill)
-            tied += [zeros > 1] * len(fill)
-        out.append((chosen, values, tied))
+            key_list += [0.0] * len(fill)
+            counts += [zeros] * len(fill)
+        out.append((chosen, values, key_list, counts, positives))
     return out
 
 
@@ -188,10 +203,21 @@ def _check_finite(scores: Any, scorer: Any, queries: pl.DataFrame, chunks: pl.Da
                       "(docs/plugins.md). Fix or uninstall that plugin.")
 
 
-def retrieve_collection(sentences: Path | pl.DataFrame | pl.LazyFrame,
-                        queries: Path | pl.DataFrame | pl.LazyFrame, chunk_size: int,
-                        top_k: int, scorer: Any = None) -> pl.DataFrame:
-    """Top-k chunks of the collection for every query (RESULT_SCHEMA)."""
+TOPS_SCHEMA = {
+    "query": pl.UInt32, "shard": pl.Int32, "zero": pl.Boolean, "key": pl.Float64,
+    "score": pl.Float64, "first": pl.Int64, "chunk": pl.Int64, "passage": pl.String,
+    "at_key": pl.Int64,
+}
+"""One shard's top-k (`shard_tops`), what `merge_tops` needs to give the one-machine result:
+`query` (the query's row in the queries frame), `shard`, `zero` (a zero-score fill row), `key`
+(the score rounded to 12 decimals), `score`, `first` and `chunk` (the chunk's place in the
+collection order), `passage`, `at_key` (how many candidate chunks of the shard have this row's
+key, scored and zero-score chunks counted apart)."""
+
+
+def scorer_for_collection(scorer: Any = None) -> Any:
+    """The scorer to use (`sqrt-lexical` by default), refused in one line unless it has the
+    collection mode."""
     if scorer is None:
         from fragbench.plugins import registry
 
@@ -201,50 +227,110 @@ def retrieve_collection(sentences: Path | pl.DataFrame | pl.LazyFrame,
 
         raise UsageError(f"{describe('scorer', scorer)} supports only the per-passage mode; "
                          "choose a scorer whose modes include collection.")
-    if chunk_size < 1 or top_k < 1:
-        raise UsageError("--chunk-size and --top-k must be at least 1.")
+    return scorer
+
+
+def read_inputs(sentences: Path | pl.DataFrame | pl.LazyFrame,
+                queries: Path | pl.DataFrame | pl.LazyFrame
+                ) -> tuple[pl.LazyFrame, pl.DataFrame]:
+    """The sentences (checked, lazy) and the queries (checked, read: query, lang, text and,
+    when given, passage), or one line naming the file and what is wrong."""
     sentences_lf = _checked(_scan(sentences, "--collection"), SENTENCE_COLUMNS, "--collection",
                             sentences)
     queries_lf = _scan(queries, "--queries")
     query_schema = _checked(queries_lf, QUERY_COLUMNS, "--queries", queries).collect_schema()
-    chunks = chunk_collection(sentences_lf, chunk_size)
     restricted = "passage" in query_schema
     query_frame = queries_lf.select("query", "lang", "text",
                                     *(["passage"] if restricted else [])).collect()
+    return sentences_lf, query_frame
 
-    n_chunks = chunks.height
-    ranges = [(0, n_chunks)] * query_frame.height
-    if restricted:
-        bounds = chunks.group_by("passage").agg(pl.col("chunk_id").min().alias("lo"),
-                                                (pl.col("chunk_id").max() + 1).alias("hi"))
-        joined = query_frame.select("passage").with_row_index("_q").join(
-            bounds, on="passage", how="left").sort("_q")
-        ranges = [(lo, hi) if lo is not None else (0, 0)
-                  for lo, hi in zip(joined["lo"].to_list(), joined["hi"].to_list(),
-                                    strict=True)]
+
+def query_ranges(chunks: pl.DataFrame, query_frame: pl.DataFrame) -> list[tuple[int, int]]:
+    """Each query's candidate chunk ids [lo, hi) among `chunks`: all of them, or its own
+    passage's when the queries have a `passage` column ((0, 0) when this frame lacks it)."""
+    if "passage" not in query_frame.columns:
+        return [(0, chunks.height)] * query_frame.height
+    bounds = chunks.group_by("passage").agg(pl.col("chunk_id").min().alias("lo"),
+                                            (pl.col("chunk_id").max() + 1).alias("hi"))
+    joined = query_frame.select("passage").with_row_index("_q").join(
+        bounds, on="passage", how="left").sort("_q")
+    return [(lo, hi) if lo is not None else (0, 0)
+            for lo, hi in zip(joined["lo"].to_list(), joined["hi"].to_list(), strict=True)]
+
+
+def shard_tops(chunks: pl.DataFrame, query_frame: pl.DataFrame, top_k: int, scorer: Any,
+               shard: int = 0) -> pl.DataFrame:
+    """The top-k of every query among `chunks` (TOPS_SCHEMA), the tie rule applied within them.
+
+    `chunks` is `chunk_collection`'s frame, or any part of it made of whole passages, in
+    collection order, with `chunk_id` numbered 0.. in that order. The scorer's index is built
+    on these chunks alone, so a scorer may be sharded only when a chunk's score depends on the
+    chunk and the query alone (the built-in `sqrt-lexical` does)."""
+    ranges = query_ranges(chunks, query_frame)
     index = scorer.collection_index(chunks.select("chunk_id", "lang", "text"))
     prepared = scorer.collection_queries(index, query_frame.select("lang", "text"))
-    picked: list[tuple[list[int], list[float], list[bool]]] = []
+    picked: list[tuple[list[int], list[float], list[float], list[int], int]] = []
     for start in range(0, query_frame.height, BATCH):
         end = min(start + BATCH, query_frame.height)
         scores = scorer.collection_scores(index, prepared, slice(start, end)).tocsr()
         _check_finite(scores, scorer, query_frame, chunks, start)
         keys = pl.Series(scores.data, dtype=pl.Float64).round(TIE_DECIMALS).to_numpy()
         picked += select_top(scores, keys, ranges[start:end], top_k)
+    lengths = [len(ids) for ids, *_ in picked]
+    total = sum(lengths)
 
-    lengths = [len(ids) for ids, _, _ in picked]
-    chunk_ids = np.fromiter((i for ids, _, _ in picked for i in ids), dtype=np.int64,
-                            count=sum(lengths))
-    result = pl.DataFrame({
-        "query": np.repeat(query_frame["query"].to_numpy(), lengths),
-        "rank": np.concatenate([np.arange(1, n + 1, dtype=np.int32) for n in lengths])
-        if lengths else np.array([], dtype=np.int32),
-        "chunk_id": chunk_ids,
-        "score": np.fromiter((v for _, vals, _ in picked for v in vals), dtype=np.float64,
-                             count=len(chunk_ids)),
-        "tied": np.fromiter((t for _, _, ts in picked for t in ts), dtype=bool,
-                            count=len(chunk_ids)),
-    }, schema_overrides={"query": pl.String, "rank": pl.Int32})
-    return (result.join(chunks.select("chunk_id", "passage", "chunk"), on="chunk_id",
-                        how="left", maintain_order="left")
-            .select("query", "rank", "passage", "chunk", "score", "tied"))
+    def flat(field: int, dtype: Any) -> np.ndarray:
+        return np.fromiter((v for row in picked for v in row[field]), dtype=dtype, count=total)
+
+    rows = pl.DataFrame({
+        "query": np.repeat(np.arange(query_frame.height, dtype=np.uint32), lengths),
+        "shard": np.full(total, shard, dtype=np.int32),
+        "zero": np.fromiter((r >= row[4] for row in picked for r in range(len(row[0]))),
+                            dtype=bool, count=total),
+        "key": flat(2, np.float64),
+        "score": flat(1, np.float64),
+        "chunk_id": flat(0, np.int64),
+        "at_key": flat(3, np.int64),
+    })
+    return (rows.join(chunks.select("chunk_id", "first", "chunk", "passage"), on="chunk_id",
+                      how="left", maintain_order="left")
+            .select(*TOPS_SCHEMA).cast(TOPS_SCHEMA))  # type: ignore[arg-type]
+
+
+def merge_tops(tops: list[pl.DataFrame], query_ids: pl.Series, top_k: int) -> pl.DataFrame:
+    """The collection's top-k per query (RESULT_SCHEMA) from the shards' top-k: exactly the
+    one-machine result.
+
+    The global top-k lies within the union of the shards' top-k. Order: scored chunks by key,
+    highest first, then zero-score chunks; ties in collection order (first, chunk). `tied`:
+    the shards' counts at the chosen key, summed over the shards, exceed one (a shard that has
+    chunks at a chosen key but returned none of them had k chunks above it, so that key could
+    not be chosen)."""
+    union = pl.concat(tops) if tops else pl.DataFrame(schema=TOPS_SCHEMA)
+    counts = (union.group_by("query", "zero", "key", "shard").agg(pl.col("at_key").first())
+              .group_by("query", "zero", "key").agg(pl.col("at_key").sum().alias("_n")))
+    best = (union.sort(["query", "zero", "key", "first", "chunk"],
+                       descending=[False, False, True, False, False])
+            .with_columns((pl.int_range(pl.len()).over("query") + 1).cast(pl.Int32)
+                          .alias("rank"))
+            .filter(pl.col("rank") <= top_k))
+    names = query_ids.cast(pl.String).to_frame("_id").with_row_index("query")
+    return (best.join(counts, on=["query", "zero", "key"], how="left", maintain_order="left")
+            .join(names.cast({"query": pl.UInt32}), on="query", how="left",
+                  maintain_order="left")
+            .select(pl.col("_id").alias("query"), "rank", "passage", "chunk", "score",
+                    (pl.col("_n") > 1).alias("tied")))
+
+
+def retrieve_collection(sentences: Path | pl.DataFrame | pl.LazyFrame,
+                        queries: Path | pl.DataFrame | pl.LazyFrame, chunk_size: int,
+                        top_k: int, scorer: Any = None) -> pl.DataFrame:
+    """Top-k chunks of the collection for every query (RESULT_SCHEMA), on this machine: the
+    whole collection as one shard."""
+    scorer = scorer_for_collection(scorer)
+    if chunk_size < 1 or top_k < 1:
+        raise UsageError("--chunk-size and --top-k must be at least 1.")
+    sentences_lf, query_frame = read_inputs(sentences, queries)
+    chunks = chunk_collection(sentences_lf, chunk_size)
+    tops = shard_tops(chunks, query_frame, top_k, scorer)
+    return merge_tops([tops], query_frame["query"], top_k)
