@@ -94,10 +94,11 @@ postgresql:
 screenshots: $(STAMP) chromium
 	$(VENV)/bin/python docs/screenshots/make_screenshots.py
 
-# The benchmarks need the `bench` dependency group (bm25s, rank-bm25), which the other targets
-# do not install. Corpora go to a temporary folder, removed at the end.
+# The benchmarks need the `bench` dependency group (bm25s, rank-bm25, tantivy), which the other
+# targets do not install. Corpora go to a temporary folder, removed at the end.
 bench: $(STAMP)
-	$(UV) sync --frozen --inexact --compile-bytecode --group bench --quiet
+	@echo "make: installing the bench group (bm25s, rank-bm25, tantivy) into .venv/"
+	$(UV) sync --frozen --inexact --compile-bytecode --group bench
 	$(VENV)/bin/python benchmarks/bench_collection.py
 	$(VENV)/bin/python benchmarks/bench_process.py
 	$(VENV)/bin/python benchmarks/bench_figures.py
