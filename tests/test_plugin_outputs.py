@@ -342,6 +342,8 @@ def test_a_collection_scorer_giving_nan_is_refused_naming_query_and_chunk(
         return scores
 
     monkeypatch.setattr(SqrtLexical, "collection_scores", poisoned)
+    # Scored the plugin protocol's way (its optional compiled top-k left out).
+    monkeypatch.delattr(SqrtLexical, "collection_top_k")
     sentences = tmp_path / "s.jsonl"
     sentences.write_text(
         '{"passage": "p1", "position": 0, "lang": "en", "text": "Delivery takes two days."}\n'

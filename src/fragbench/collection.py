@@ -269,6 +269,50 @@ def shard_tops(chunks: pl.DataFrame, query_frame: pl.DataFrame, top_k: int, scor
     ranges = query_ranges(chunks, query_frame)
     index = scorer.collection_index(chunks.select("chunk_id", "lang", "text"))
     prepared = scorer.collection_queries(index, query_frame.select("lang", "text"))
+    fast = getattr(scorer, "collection_top_k", None)
+    found = fast(index, prepared, ranges, top_k) if fast is not None else None
+    if found is not None:
+        rows = _top_k_rows(found, scorer, query_frame, chunks, shard)
+    else:
+        rows = _batched_rows(index, prepared, scorer, query_frame, chunks, ranges, top_k,
+                             shard)
+    return (rows.join(chunks.select("chunk_id", "first", "chunk", "passage"), on="chunk_id",
+                      how="left", maintain_order="left")
+            .select(*TOPS_SCHEMA).cast(TOPS_SCHEMA))  # type: ignore[arg-type]
+
+
+def _top_k_rows(found: Any, scorer: Any, query_frame: pl.DataFrame, chunks: pl.DataFrame,
+                shard: int) -> pl.DataFrame:
+    """The rows of a scorer's own `collection_top_k` (ids, scores, keys, at_key, zero:
+    queries x width arrays, each query's first `lengths[q]` in use), its scores held to the
+    same promise as `collection_scores`' (finite)."""
+    ids, scores, keys, at_key, zero, lengths = found
+    used = np.arange(ids.shape[1])[None, :] < np.asarray(lengths)[:, None]
+    bad = used & ~np.isfinite(scores)
+    if bad.any():
+        from scipy import sparse
+
+        q, r = (int(x[0]) for x in np.nonzero(bad))
+        one = sparse.csr_matrix(([float(scores[q, r])], ([0], [int(ids[q, r])])),
+                                shape=(1, chunks.height))
+        _check_finite(one, scorer, query_frame, chunks, q)
+    total = int(used.sum())
+    return pl.DataFrame({
+        "query": np.repeat(np.arange(ids.shape[0], dtype=np.uint32), np.asarray(lengths)),
+        "shard": np.full(total, shard, dtype=np.int32),
+        "zero": zero[used],
+        "key": keys[used],
+        "score": scores[used],
+        "chunk_id": ids[used].astype(np.int64),
+        "at_key": at_key[used].astype(np.int64),
+    })
+
+
+def _batched_rows(index: Any, prepared: Any, scorer: Any, query_frame: pl.DataFrame,
+                  chunks: pl.DataFrame, ranges: list[tuple[int, int]], top_k: int,
+                  shard: int) -> pl.DataFrame:
+    """The rows of the plugin protocol's way: a sparse score matrix per batch of queries
+    (`collection_scores`), checked finite, rounded, and selected (`select_top`)."""
     picked: list[tuple[list[int], list[float], list[float], list[int], int]] = []
     for start in range(0, query_frame.height, BATCH):
         end = min(start + BATCH, query_frame.height)
@@ -282,7 +326,7 @@ def shard_tops(chunks: pl.DataFrame, query_frame: pl.DataFrame, top_k: int, scor
     def flat(field: int, dtype: Any) -> np.ndarray:
         return np.fromiter((v for row in picked for v in row[field]), dtype=dtype, count=total)
 
-    rows = pl.DataFrame({
+    return pl.DataFrame({
         "query": np.repeat(np.arange(query_frame.height, dtype=np.uint32), lengths),
         "shard": np.full(total, shard, dtype=np.int32),
         "zero": np.fromiter((r >= row[4] for row in picked for r in range(len(row[0]))),
@@ -292,9 +336,6 @@ def shard_tops(chunks: pl.DataFrame, query_frame: pl.DataFrame, top_k: int, scor
         "chunk_id": flat(0, np.int64),
         "at_key": flat(3, np.int64),
     })
-    return (rows.join(chunks.select("chunk_id", "first", "chunk", "passage"), on="chunk_id",
-                      how="left", maintain_order="left")
-            .select(*TOPS_SCHEMA).cast(TOPS_SCHEMA))  # type: ignore[arg-type]
 
 
 def merge_tops(tops: list[pl.DataFrame], query_ids: pl.Series, top_k: int) -> pl.DataFrame:

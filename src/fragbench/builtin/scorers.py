@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from fragbench.hookspecs import hookimpl
-from fragbench.text import STOPWORDS, TOKEN_PATTERN, all_terms, normalized, stopword_frame
+from fragbench.text import STOPWORDS, TOKEN_PATTERN, all_terms, normalized
 
 if TYPE_CHECKING:
     import polars as pl
@@ -17,46 +17,87 @@ else:
 QUERY = ["case", "lang"]
 
 
-INDEX_SLICE = 4_096
-"""Chunks tokenized at once while indexing."""
+INDEX_SLICE = 65_536
+"""Chunks tokenized at once while indexing: bounds the bytes and term ids held for one slice."""
 
 SCORE_SLICE = 65_536
 """Chunks `score` takes at once (a slice per thread): bounds the term lists held beside the
 result."""
 
+KEY_TABLE_LIMIT = 1 << 24
+"""At most this many (matched terms, chunk term count) pairs in `collection_top_k`'s table of
+tie keys; a run that would need more (queries of thousands of distinct terms against chunks of
+thousands of distinct lengths) goes the sparse way (`collection_scores`)."""
+
 
 class _Index:
     """Chunk terms tokenized once: term -> chunks postings, and each chunk's term count."""
 
-    def __init__(self, vocab: pl.DataFrame, postings: Any, n_terms: Any) -> None:
+    def __init__(self, vocab: Any, term_ptr: Any, term_chunks: Any, n_terms: Any) -> None:
+        import numpy as np
+
         self.vocab = vocab
-        """term, term_id."""
-        self.postings = postings
+        """The terms (`fragbench.collection_kernels.Vocabulary`), stopwords included."""
+        self.term_ptr = term_ptr
+        self.term_chunks = term_chunks
+        """Postings: the chunks holding term t are term_chunks[term_ptr[t]:term_ptr[t + 1]],
+        ascending."""
+        self.n_terms = n_terms
+        """Each chunk's term count, repeats counted."""
+        self.sqrt_terms = np.sqrt(n_terms.astype(np.float64))
+        """sqrt of each chunk's term count (0 for a chunk with none)."""
+
+    @property
+    def postings(self) -> Any:
         """A binary term x chunk CSR matrix: whether the chunk holds the term."""
-        self.sqrt_terms = n_terms
-        """sqrt of each chunk's term count, repeats counted (0 for a chunk with none)."""
+        import numpy as np
+        from scipy import sparse
+
+        return sparse.csr_matrix(
+            (np.ones(self.term_chunks.size, dtype=np.int32), self.term_chunks, self.term_ptr),
+            shape=(self.term_ptr.size - 1, self.n_terms.size))
 
 
-def _terms(frame: pl.DataFrame, key: str) -> pl.DataFrame:
-    """(key, term): every term of `text`, in the row's language's normalized form, stopwords
-    removed; repeats kept.
+def _text_bytes(frame: pl.DataFrame) -> tuple[Any, Any, Any, Any]:
+    """The texts of `frame` (lang, text) as bytes for `fragbench.collection_kernels`: (data,
+    offsets, pretokenized, language masks).
 
-    ASCII text skips the Unicode steps of the rule: NFKD leaves it as it is and it has no
-    combining marks, so lowercasing is the whole normalization (the same terms, much faster
-    on a large collection)."""
-    rows = frame.lazy().with_columns(pl.col("text").str.contains(r"[^\x00-\x7F]").alias("_u"))
-    ascii_terms = rows.filter(~pl.col("_u")).select(
-        key, "lang", pl.col("text").str.to_lowercase().str.extract_all(TOKEN_PATTERN)
-        .alias("term"))
-    other_terms = rows.filter(pl.col("_u")).select(key, "lang",
-                                                   all_terms(pl.col("text")).alias("term"))
-    return (
-        pl.concat([ascii_terms, other_terms])
-        .explode("term").drop_nulls("term")
-        .join(stopword_frame().lazy(), on=["lang", "term"], how="anti")
-        .select(key, "term")
-        .collect()
-    )
+    ASCII texts go as they are (the kernel lowercases and splits them: for ASCII that is the
+    whole rule, as in `_term_lists`); any other text is normalized and split here by the rule's
+    expressions and goes as its terms joined by spaces (`pretokenized`). A text is ASCII when
+    it has as many bytes as characters."""
+    import numpy as np
+
+    texts = frame["text"].fill_null("")
+    unicode = texts.str.len_bytes() != texts.str.len_chars()
+    if unicode.any():
+        rows = unicode.arg_true()
+        split = (texts.gather(rows).to_frame("t").select(all_terms(pl.col("t")).list.join(" "))
+                 .to_series())
+        texts = texts.scatter(rows, split)
+    lengths = texts.str.len_bytes().cast(pl.Int64).to_numpy()
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = np.frombuffer(texts.str.join("").cast(pl.Binary).item(), dtype=np.uint8)
+    bits = {lang: 1 << bit for bit, lang in enumerate(STOPWORDS)}
+    masks = frame["lang"].replace_strict(bits, default=0, return_dtype=pl.Int64)
+    return data, offsets, unicode.to_numpy(), masks.fill_null(0).to_numpy()
+
+
+def _vocabulary() -> Any:
+    """An empty vocabulary holding every stopword, with its languages' bits."""
+    import numpy as np
+
+    from fragbench import collection_kernels as kernels
+
+    vocab = kernels.Vocabulary()
+    for bit, words in enumerate(STOPWORDS.values()):
+        encoded = [w.encode("utf-8") for w in words]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(w) for w in encoded], out=offsets[1:])
+        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        vocab.set_state(kernels.add_stopwords(vocab.state(), data, offsets, bit))
+    return vocab
 
 
 class SqrtLexical:
@@ -77,33 +118,32 @@ class SqrtLexical:
     modes = ("passage", "collection")
 
     def collection_index(self, chunks: pl.DataFrame) -> _Index:
-        """`chunks`: chunk_id (0..n-1), lang, text. Tokenized a slice of chunks at a time, so
-        that the exploded terms of only one slice are ever held as strings: memory stays
-        that of the collection and the integer postings."""
+        """`chunks`: chunk_id (0..n-1), lang, text. Tokenized by compiled loops a slice of
+        chunks at a time (`fragbench.collection_kernels`): only one slice's bytes and term ids
+        are held beside the postings."""
         import numpy as np
-        from scipy import sparse
 
-        n_terms = np.zeros(chunks.height, dtype=np.float64)
-        vocab = pl.DataFrame(schema={"term": pl.String, "term_id": pl.UInt32})
-        term_ids, chunk_ids = [], []
+        from fragbench import collection_kernels as kernels
+
+        vocab = _vocabulary()
+        seen = np.full(vocab.size, -1, dtype=np.int64)
+        counts, pointers, ids = [], [np.zeros(1, dtype=np.int64)], []
+        done = 0
         for start in range(0, chunks.height, INDEX_SLICE):
-            terms = _terms(chunks.slice(start, INDEX_SLICE), "chunk_id")
-            counts = terms.group_by("chunk_id").len()
-            n_terms[counts["chunk_id"].to_numpy()] = counts["len"].to_numpy()
-            pairs = terms.unique()
-            del terms
-            new = (pairs.select(pl.col("term").unique(maintain_order=True))
-                   .join(vocab, on="term", how="anti"))
-            vocab = pl.concat([vocab, new.with_row_index("term_id", offset=vocab.height)
-                              .select("term", pl.col("term_id").cast(pl.UInt32))])
-            pairs = pairs.join(vocab, on="term")
-            term_ids.append(pairs["term_id"].to_numpy())
-            chunk_ids.append(pairs["chunk_id"].to_numpy())
-        rows = np.concatenate(term_ids) if term_ids else np.zeros(0, dtype=np.uint32)
-        cols = np.concatenate(chunk_ids) if chunk_ids else np.zeros(0, dtype=np.uint32)
-        postings = sparse.csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)),
-                                     shape=(vocab.height, chunks.height))
-        return _Index(vocab, postings, np.sqrt(n_terms))
+            data, offsets, pre, masks = _text_bytes(chunks.slice(start, INDEX_SLICE))
+            state, count, row_ptr, found, seen = kernels.index_texts(
+                vocab.state(), data, offsets, pre, masks, seen, start)
+            vocab.set_state(state)
+            counts.append(count)
+            pointers.append(row_ptr[1:] + done)
+            ids.append(found)
+            done += found.size
+        n_terms = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+        row_ptr = np.concatenate(pointers)
+        chunk_terms = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
+        del ids
+        term_ptr, term_chunks = kernels.transpose(row_ptr, chunk_terms, vocab.size)
+        return _Index(vocab, term_ptr, term_chunks, n_terms)
 
     def collection_queries(self, index: _Index, queries: pl.DataFrame) -> Any:
         """All the queries' distinct terms at once, as a binary query x term CSR matrix
@@ -111,11 +151,12 @@ class SqrtLexical:
         import numpy as np
         from scipy import sparse
 
-        terms = _terms(queries.with_row_index("q"), "q").unique().join(index.vocab, on="term")
-        return sparse.csr_matrix(
-            (np.ones(terms.height, dtype=np.int32),
-             (terms["q"].to_numpy(), terms["term_id"].to_numpy())),
-            shape=(queries.height, index.vocab.height))
+        from fragbench import collection_kernels as kernels
+
+        data, offsets, pre, masks = _text_bytes(queries)
+        row_ptr, ids = kernels.lookup_texts(index.vocab.state(), data, offsets, pre, masks)
+        return sparse.csr_matrix((np.ones(ids.size, dtype=np.int32), ids, row_ptr),
+                                 shape=(queries.height, index.vocab.size))
 
     def collection_scores(self, index: _Index, queries: Any, rows: slice) -> Any:
         """Scores of the queries in `rows` of `collection_queries`' matrix: a CSR matrix,
@@ -126,6 +167,45 @@ class SqrtLexical:
         # Set in place: `astype` would sort and merge the indices first, for nothing.
         matched.data = np.divide(matched.data, index.sqrt_terms.take(matched.indices))
         return matched
+
+    def collection_top_k(self, index: _Index, queries: Any, ranges: Any, top_k: int) -> Any:
+        """Every query's top-k among its candidate chunks [lo, hi) (`ranges`, one row a query),
+        with the core's selection rule, by compiled loops (`fragbench.collection_kernels`):
+        see `fragbench.collection.shard_tops` for what it returns. None when the run would
+        need a table of tie keys above `KEY_TABLE_LIMIT` (the caller then scores through
+        `collection_scores`).
+
+        Each query's score of a chunk is m / sqrt(n) (m distinct query terms found, n the
+        chunk's terms), the same division as `collection_scores`; its tie key is read from a
+        table of every (m, n) the run can meet, rounded by the very call the core uses (Polars
+        `round(12)`), so both are the bits the sparse path gives."""
+        import numpy as np
+
+        from fragbench import collection_kernels as kernels
+        from fragbench.retrieval import TIE_DECIMALS
+
+        lengths, n_index = np.unique(index.n_terms, return_inverse=True)
+        most = int(np.diff(queries.indptr).max()) if queries.shape[0] else 0
+        if (most + 1) * len(lengths) > KEY_TABLE_LIMIT:
+            return None
+        roots = np.sqrt(lengths.astype(np.float64))
+        matched = np.arange(most + 1, dtype=np.float64)[:, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            grid = np.where(roots > 0, np.divide(matched, roots), 0.0)  # m / sqrt(n)
+        keys = pl.Series(grid.ravel(), dtype=pl.Float64).round(TIE_DECIMALS).to_numpy()
+        lo = np.array([r[0] for r in ranges], dtype=np.int64)
+        hi = np.array([r[1] for r in ranges], dtype=np.int64)
+        width = min(top_k, int((hi - lo).max()) if len(ranges) else 0)
+        if width == 0:
+            n = len(ranges)
+            return (np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0)), np.zeros((n, 0)),
+                    np.zeros((n, 0), dtype=np.int64), np.zeros((n, 0), dtype=bool),
+                    np.zeros(n, dtype=np.int64))
+        blocks = max(1, min(len(ranges), kernels.threads()))
+        return kernels.top_k_all(queries.indptr.astype(np.int64), queries.indices,
+                                 index.term_ptr, index.term_chunks, lo, hi, width,
+                                 index.sqrt_terms, n_index.astype(np.int32), keys,
+                                 len(lengths), blocks)
 
     def score(self, chunks: pl.DataFrame, questions: pl.DataFrame) -> pl.DataFrame:
         """Every chunk against its own passage's question (`QUERY`): the chunks, in their

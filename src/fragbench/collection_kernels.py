@@ -1,0 +1,432 @@
+"""Compiled loops of the collection mode (numba): terms to ids, postings, and each query's top-k.
+
+Imported on first use only (numba takes a while to import and compiles on first call; compiled
+code is cached next to this module, `cache=True`), never by `fragbench --help`.
+
+What they rely on, said once here:
+
+- **Terms.** A text whose bytes are all ASCII is tokenized here: ASCII letters lowercased,
+  terms the maximal runs of `[a-z0-9]` (NFKD leaves ASCII as it is, it has no combining mark,
+  and the only ASCII characters of `[\\p{L}\\p{N}]` are letters and digits: the rule's terms).
+  Any other text is first normalized and split by the rule's Polars expressions
+  (`fragbench.text.all_terms`), its terms joined by spaces, and only split on spaces here
+  (`pretokenized`). Terms are compared byte for byte (a hash finds the candidates; the bytes
+  decide), so two terms share an id exactly when they are equal strings.
+- **Stopwords** are terms of the vocabulary like any other, with a mask of the languages whose
+  list holds them; a chunk's (or query's) language mask drops them.
+- **Scores.** Every score of the built-in scorer is `m / sqrt(n)` (m distinct query terms found
+  in a chunk of n terms, repeats counted): the kernel computes that division exactly as the
+  sparse path does (float64 m over the float64 square root of n, no fast-math), so the same
+  bits. The tie keys (Polars `round(12)` of the score) are not computed here: Polars rounds a
+  table of every (m, n) the run can meet, and the kernel reads it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+
+
+def threads() -> int:
+    """Threads the parallel kernels may use (numba's; NUMBA_NUM_THREADS sets it)."""
+    return int(get_num_threads())
+
+
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+_EMPTY = np.int32(-1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_term_byte(b: int, pretokenized: bool) -> bool:
+    if pretokenized:
+        return b != 32
+    return (48 <= b <= 57) or (97 <= b <= 122) or (65 <= b <= 90)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lower(b: int, pretokenized: bool) -> int:
+    if not pretokenized and 65 <= b <= 90:
+        return b + 32
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _hash(data: np.ndarray, start: int, end: int, pretokenized: bool) -> np.uint64:
+    h = _FNV_OFFSET
+    for i in range(start, end):
+        h = (h ^ np.uint64(_lower(data[i], pretokenized))) * _FNV_PRIME
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _same(data: np.ndarray, start: int, end: int, pretokenized: bool, arena: np.ndarray,
+          at: int, length: int) -> bool:
+    if end - start != length:
+        return False
+    for i in range(length):  # noqa: SIM110 (numba compiles loops, not generators)
+        if _lower(data[start + i], pretokenized) != arena[at + i]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _find(table: np.ndarray, hashes: np.ndarray, starts: np.ndarray, lens: np.ndarray,
+          arena: np.ndarray, data: np.ndarray, start: int, end: int, pretokenized: bool,
+          h: np.uint64) -> tuple[int, int]:
+    """(term id or -1, the table slot where it is or would go)."""
+    mask = np.uint64(table.size - 1)
+    slot = h & mask
+    while True:
+        tid = table[slot]
+        if tid == _EMPTY:
+            return -1, np.int64(slot)
+        if hashes[tid] == h and _same(data, start, end, pretokenized, arena, starts[tid],
+                                      lens[tid]):
+            return np.int64(tid), np.int64(slot)
+        slot = (slot + np.uint64(1)) & mask
+
+
+@njit(cache=True, nogil=True)
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    if size <= array.size:
+        return array
+    new = np.empty(max(size, 2 * array.size), dtype=array.dtype)
+    new[:array.size] = array
+    return new
+
+
+class Vocabulary:
+    """Term -> id, exact: an open-addressing hash table over a byte arena of the terms.
+
+    `stopmask[id]`: the bits of the languages whose stopword list holds the term."""
+
+    def __init__(self) -> None:
+        self.table = np.full(1 << 16, _EMPTY, dtype=np.int32)
+        self.hashes = np.zeros(1 << 12, dtype=np.uint64)
+        self.starts = np.zeros(1 << 12, dtype=np.int64)
+        self.lens = np.zeros(1 << 12, dtype=np.int32)
+        self.stopmask = np.zeros(1 << 12, dtype=np.int64)
+        self.arena = np.zeros(1 << 16, dtype=np.uint8)
+        self.arena_len = 0
+        self.size = 0
+
+    def state(self) -> tuple:
+        return (self.table, self.hashes, self.starts, self.lens, self.stopmask, self.arena,
+                self.arena_len, self.size)
+
+    def set_state(self, state: tuple) -> None:
+        (self.table, self.hashes, self.starts, self.lens, self.stopmask, self.arena,
+         self.arena_len, self.size) = state
+
+    def terms(self) -> list[str]:
+        """Every term, by id (for tests and diagnostics)."""
+        return [bytes(self.arena[s:s + n]).decode("utf-8")
+                for s, n in zip(self.starts[:self.size].tolist(),
+                                self.lens[:self.size].tolist(), strict=True)]
+
+
+@njit(cache=True, nogil=True)
+def _insert(table: np.ndarray, hashes: np.ndarray, starts: np.ndarray, lens: np.ndarray,
+            stopmask: np.ndarray, arena: np.ndarray, arena_len: int, size: int,
+            data: np.ndarray, start: int, end: int, pretokenized: bool) -> tuple:
+    """The term's id, inserted when new; the grown state."""
+    h = _hash(data, start, end, pretokenized)
+    tid, slot = _find(table, hashes, starts, lens, arena, data, start, end, pretokenized, h)
+    if tid >= 0:
+        return tid, table, hashes, starts, lens, stopmask, arena, arena_len, size
+    if 2 * (size + 1) > table.size:  # keep the load under a half: rehash into twice the slots
+        table = np.full(2 * table.size, _EMPTY, dtype=np.int32)
+        mask = np.uint64(table.size - 1)
+        for t in range(size):
+            s = hashes[t] & mask
+            while table[s] != _EMPTY:
+                s = (s + np.uint64(1)) & mask
+            table[s] = t
+        free = h & mask
+        while table[free] != _EMPTY:
+            free = (free + np.uint64(1)) & mask
+        slot = np.int64(free)
+    tid = size
+    size += 1
+    hashes = _grown(hashes, size)
+    starts = _grown(starts, size)
+    lens = _grown(lens, size)
+    if stopmask.size < size:
+        old = stopmask.size
+        stopmask = _grown(stopmask, size)
+        stopmask[old:] = 0
+    length = end - start
+    arena = _grown(arena, arena_len + length)
+    for i in range(length):
+        arena[arena_len + i] = _lower(data[start + i], pretokenized)
+    hashes[tid] = h
+    starts[tid] = arena_len
+    lens[tid] = length
+    stopmask[tid] = 0
+    arena_len += length
+    table[slot] = tid
+    return tid, table, hashes, starts, lens, stopmask, arena, arena_len, size
+
+
+@njit(cache=True, nogil=True)
+def add_stopwords(state: tuple, data: np.ndarray, offsets: np.ndarray, bit: int) -> tuple:
+    """Adds the words (pretokenized, one a row) with language bit `bit` set in their mask."""
+    table, hashes, starts, lens, stopmask, arena, arena_len, size = state
+    for row in range(offsets.size - 1):
+        (tid, table, hashes, starts, lens, stopmask, arena, arena_len,
+         size) = _insert(table, hashes, starts, lens, stopmask, arena, arena_len, size, data,
+                         offsets[row], offsets[row + 1], True)
+        stopmask[tid] |= np.int64(1) << np.int64(bit)
+    return table, hashes, starts, lens, stopmask, arena, arena_len, size
+
+
+@njit(cache=True, nogil=True)
+def index_texts(state: tuple, data: np.ndarray, offsets: np.ndarray, pretokenized: np.ndarray,
+                langmask: np.ndarray, seen: np.ndarray, first_row: int) -> tuple:
+    """Terms of rows (text bytes `data`, row i at offsets[i]:offsets[i+1]): each row's count of
+    terms (stopwords of its language out, repeats counted) and its distinct term ids, in order
+    of first occurrence (`ids[row_ptr[i]:row_ptr[i+1]]`). New terms join the vocabulary.
+
+    `seen[id]` is the last row (numbered from `first_row`) that held the term: the caller keeps
+    it across calls (grown here), so that distinctness costs one comparison a term."""
+    table, hashes, starts, lens, stopmask, arena, arena_len, size = state
+    rows = offsets.size - 1
+    counts = np.zeros(rows, dtype=np.int64)
+    row_ptr = np.zeros(rows + 1, dtype=np.int64)
+    ids = np.empty(max(16, data.size // 2 + rows), dtype=np.int32)
+    n = 0
+    for row in range(rows):
+        pre = pretokenized[row]
+        mask = langmask[row]
+        stamp = first_row + row
+        i = offsets[row]
+        end = offsets[row + 1]
+        while i < end:
+            while i < end and not _is_term_byte(data[i], pre):
+                i += 1
+            if i >= end:
+                break
+            j = i
+            while j < end and _is_term_byte(data[j], pre):
+                j += 1
+            (tid, table, hashes, starts, lens, stopmask, arena, arena_len,
+             size) = _insert(table, hashes, starts, lens, stopmask, arena, arena_len, size,
+                             data, i, j, pre)
+            i = j
+            if stopmask[tid] & mask:
+                continue
+            counts[row] += 1
+            if seen.size <= tid:
+                old = seen.size
+                seen = _grown(seen, tid + 1)
+                seen[old:] = -1
+            if seen[tid] != stamp:
+                seen[tid] = stamp
+                ids[n] = tid
+                n += 1
+        row_ptr[row + 1] = n
+    state = (table, hashes, starts, lens, stopmask, arena, arena_len, size)
+    return state, counts, row_ptr, ids[:n].copy(), seen
+
+
+@njit(cache=True, nogil=True)
+def lookup_texts(state: tuple, data: np.ndarray, offsets: np.ndarray, pretokenized: np.ndarray,
+                 langmask: np.ndarray) -> tuple:
+    """Each row's distinct known terms (stopwords of its language out), sorted by id: the rows'
+    CSR (row_ptr, ids). Terms the vocabulary lacks are left out (they match nothing)."""
+    table, hashes, starts, lens, stopmask, arena, _, _ = state
+    rows = offsets.size - 1
+    row_ptr = np.zeros(rows + 1, dtype=np.int64)
+    ids = np.empty(max(16, data.size // 2 + rows), dtype=np.int32)
+    n = 0
+    for row in range(rows):
+        pre = pretokenized[row]
+        mask = langmask[row]
+        first = n
+        i = offsets[row]
+        end = offsets[row + 1]
+        while i < end:
+            while i < end and not _is_term_byte(data[i], pre):
+                i += 1
+            if i >= end:
+                break
+            j = i
+            while j < end and _is_term_byte(data[j], pre):
+                j += 1
+            h = _hash(data, i, j, pre)
+            tid, _ = _find(table, hashes, starts, lens, arena, data, i, j, pre, h)
+            i = j
+            if tid < 0 or stopmask[tid] & mask:
+                continue
+            ids[n] = tid
+            n += 1
+        if n > first:
+            part = np.sort(ids[first:n])
+            m = first
+            for x in range(part.size):
+                if x == 0 or part[x] != part[x - 1]:
+                    ids[m] = part[x]
+                    m += 1
+            n = m
+        row_ptr[row + 1] = n
+    return row_ptr, ids[:n].copy()
+
+
+@njit(cache=True, nogil=True)
+def transpose(row_ptr: np.ndarray, ids: np.ndarray, n_ids: int) -> tuple:
+    """The (row -> ids) CSR as (id -> rows), rows ascending within each id."""
+    counts = np.zeros(n_ids + 1, dtype=np.int64)
+    for x in ids:
+        counts[x + 1] += 1
+    for t in range(n_ids):
+        counts[t + 1] += counts[t]
+    indptr = counts.copy()
+    indices = np.empty(ids.size, dtype=np.int32)
+    fill = counts[:n_ids].copy()
+    for row in range(row_ptr.size - 1):
+        for p in range(row_ptr[row], row_ptr[row + 1]):
+            t = ids[p]
+            indices[fill[t]] = row
+            fill[t] += 1
+    return indptr, indices
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _worse(ka: float, ca: int, kb: float, cb: int) -> bool:
+    """(ka, ca) ranks below (kb, cb): a lower key, or the same key and a later chunk."""
+    return ka < kb or (ka == kb and ca > cb)
+
+
+@njit(cache=True, nogil=True)
+def _top_one(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.ndarray,
+             q: int, lo: int, hi: int, top_k: int, sqrt_terms: np.ndarray, n_index: np.ndarray,
+             keytab: np.ndarray, width: int, acc: np.ndarray, touched: np.ndarray,
+             out_ids: np.ndarray, out_scores: np.ndarray, out_keys: np.ndarray,
+             out_at: np.ndarray, out_zero: np.ndarray, out_len: np.ndarray) -> None:
+    n_chunks = acc.size
+    n_touched = 0
+    for p in range(q_ptr[q], q_ptr[q + 1]):
+        t = q_ids[p]
+        a = t_ptr[t]
+        b = t_ptr[t + 1]
+        if lo > 0:
+            a = a + np.searchsorted(t_idx[a:b], lo)
+        if hi < n_chunks:
+            b = a + np.searchsorted(t_idx[a:b], hi)
+        for x in range(a, b):
+            c = t_idx[x]
+            if acc[c] == 0:
+                touched[n_touched] = c
+                n_touched += 1
+            acc[c] += 1
+    # the top_k by (key desc, chunk asc): a heap whose root is the worst kept
+    hk = out_keys[q]
+    hc = out_ids[q]
+    size = 0
+    for x in range(n_touched):
+        c = touched[x]
+        key = keytab[acc[c] * width + n_index[c]]
+        if size < top_k:
+            i = size
+            size += 1
+            while i > 0:
+                parent = (i - 1) // 2
+                if _worse(key, c, hk[parent], hc[parent]):
+                    hk[i] = hk[parent]
+                    hc[i] = hc[parent]
+                    i = parent
+                else:
+                    break
+            hk[i] = key
+            hc[i] = c
+        elif _worse(hk[0], hc[0], key, c):
+            i = 0
+            while True:
+                left = 2 * i + 1
+                if left >= size:
+                    break
+                child = left
+                if left + 1 < size and _worse(hk[left + 1], hc[left + 1], hk[left], hc[left]):
+                    child = left + 1
+                if _worse(hk[child], hc[child], key, c):
+                    hk[i] = hk[child]
+                    hc[i] = hc[child]
+                    i = child
+                else:
+                    break
+            hk[i] = key
+            hc[i] = c
+    # best first: by key descending, then chunk ascending
+    order = np.argsort(hc[:size], kind="mergesort")
+    keys_by_chunk = hk[:size][order]
+    order = order[np.argsort(-keys_by_chunk, kind="mergesort")]
+    chosen_c = hc[:size][order].copy()
+    chosen_k = hk[:size][order].copy()
+    lowest = chosen_k[size - 1] if size else 0.0
+    at_lowest = 0
+    if size:
+        if n_touched > size:  # only the lowest chosen key can tie with a chunk left out
+            for x in range(n_touched):
+                c = touched[x]
+                if keytab[acc[c] * width + n_index[c]] == lowest:
+                    at_lowest += 1
+        else:
+            for x in range(size):
+                if chosen_k[x] == lowest:
+                    at_lowest += 1
+    for x in range(size):
+        c = chosen_c[x]
+        out_ids[q, x] = c
+        out_keys[q, x] = chosen_k[x]
+        out_scores[q, x] = np.float64(acc[c]) / sqrt_terms[c]
+        out_zero[q, x] = False
+        if chosen_k[x] == lowest:
+            out_at[q, x] = at_lowest
+        else:
+            same = 0
+            for y in range(size):
+                if chosen_k[y] == chosen_k[x]:
+                    same += 1
+            out_at[q, x] = same
+    filled = size
+    if size < top_k:  # zero-score chunks, in collection order
+        zeros = (hi - lo) - n_touched
+        c = lo
+        while filled < top_k and c < hi:
+            if acc[c] == 0:
+                out_ids[q, filled] = c
+                out_scores[q, filled] = 0.0
+                out_keys[q, filled] = 0.0
+                out_at[q, filled] = zeros
+                out_zero[q, filled] = True
+                filled += 1
+            c += 1
+    out_len[q] = filled
+    for x in range(n_touched):
+        acc[touched[x]] = 0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def top_k_all(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.ndarray,
+              lo: np.ndarray, hi: np.ndarray, top_k: int, sqrt_terms: np.ndarray,
+              n_index: np.ndarray, keytab: np.ndarray, width: int, blocks: int) -> tuple:
+    """Every query's top-k (see `fragbench.collection_kernels`): chunk ids, scores, keys,
+    at_key, zero flags as (queries x top_k) arrays, and each query's row count. Queries go
+    to `blocks` workers, interleaved; each has its own counters over the chunks."""
+    n_q = q_ptr.size - 1
+    n_chunks = sqrt_terms.size
+    out_ids = np.zeros((n_q, top_k), dtype=np.int64)
+    out_scores = np.zeros((n_q, top_k), dtype=np.float64)
+    out_keys = np.zeros((n_q, top_k), dtype=np.float64)
+    out_at = np.zeros((n_q, top_k), dtype=np.int64)
+    out_zero = np.zeros((n_q, top_k), dtype=np.bool_)
+    out_len = np.zeros(n_q, dtype=np.int64)
+    for block in prange(blocks):
+        acc = np.zeros(n_chunks, dtype=np.int32)
+        touched = np.empty(n_chunks, dtype=np.int32)
+        for q in range(block, n_q, blocks):
+            _top_one(q_ptr, q_ids, t_ptr, t_idx, q, lo[q], hi[q], top_k, sqrt_terms, n_index,
+                     keytab, width, acc, touched, out_ids, out_scores, out_keys, out_at,
+                     out_zero, out_len)
+    return out_ids, out_scores, out_keys, out_at, out_zero, out_len
