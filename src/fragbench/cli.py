@@ -126,59 +126,164 @@ def _options(version: Annotated[bool, typer.Option(
 
 @app.command()
 def retrieve(
-    out: Annotated[Path, typer.Option(help="Output file: .parquet, .csv or .jsonl.")],
+    out: Annotated[Path, typer.Option(
+        help="Output: a file (.parquet, .csv or .jsonl) for one setting; for a sweep of "
+             "several settings (--collection), a folder that gets one Parquet table per "
+             "setting, chunk-size-N_top-k-K_scorer-NAME.parquet, and sweep.json listing "
+             "them.")],
     corpus: Annotated[list[Path] | None, typer.Argument(
         help="Case files or folders of them (per-passage mode).")] = None,
-    chunk_size: Annotated[int, typer.Option(
-        min=1, max=INT32_MAX, help="Chunk size in the chunker's unit: sentences for "
-                                   "sentence-groups (and with --collection), word tokens for "
-                                   "token-window.")] = 3,
-    top_k: Annotated[int, typer.Option(min=1, max=INT32_MAX,
-                                       help="Chunks kept per passage (per query with "
-                                            "--collection).")] = 1,
+    chunk_size: Annotated[str | None, typer.Option(
+        help="Chunk size in the chunker's unit: sentences for sentence-groups (and with "
+             "--collection), word tokens for token-window. With --collection, a comma list "
+             "sweeps (2,3). Default 3.")] = None,
+    top_k: Annotated[str | None, typer.Option(
+        help="Chunks kept per passage (per query with --collection, where a comma list "
+             "sweeps: 1,2). Default 1.")] = None,
     chunker: Annotated[str, typer.Option(help="Chunker plugin (per-passage mode).")]
     = "sentence-groups",
-    scorer: Annotated[str, typer.Option(help="Scorer plugin.")] = "sqrt-lexical",
+    scorer: Annotated[list[str] | None, typer.Option(
+        help="Scorer plugin (default sqrt-lexical). With --collection, several sweep: "
+             "repeat the option or separate names by commas.")] = None,
     collection: Annotated[Path | None, typer.Option(
         help="Collection mode: sentences (.parquet or .jsonl: passage, position, lang, text); "
              "every query meets every chunk.")] = None,
     queries: Annotated[Path | None, typer.Option(
         help="With --collection: queries (.parquet or .jsonl: query, lang, text).")] = None,
+    sweep: Annotated[Path | None, typer.Option(
+        help="With --collection: a TOML sweep file (chunk_size, top_k, scorer: each one "
+             "value or a list) instead of --chunk-size, --top-k and --scorer.")] = None,
+    engine: Annotated[str, typer.Option(
+        help="With --collection: local (this process) or ray (shards of whole passages on "
+             "a Ray cluster; needs fragbench[ray]). Both give the same tables.")] = "local",
+    ray_address: Annotated[str | None, typer.Option(
+        help="With --engine ray: a running cluster's HOST:PORT (or ray://HOST:PORT, auto). "
+             "Without it, a local Ray cluster is started for the run and stopped after.")]
+    = None,
+    shards: Annotated[int | None, typer.Option(
+        min=1, max=1_000_000, help="With --engine ray: shards of the collection (default: "
+                                   "the cluster's CPUs).")] = None,
+    shard_memory: Annotated[str | None, typer.Option(
+        help="With --engine ray: memory per shard task (e.g. 2GiB): Ray schedules by it, and "
+             "a run where a shard's index exceeds it is refused.")] = None,
+    work_dir: Annotated[Path | None, typer.Option(
+        help="With --engine ray: where the shard files are written (default: a temporary "
+             "folder; on several machines, a folder every node reads at the same path). "
+             "Removed after the run.")] = None,
 ) -> None:
     """Chunk, score and select, per passage or over a whole collection.
 
     Per passage: one row per chunk of every case x language x variant. With --collection: one
-    row per query and rank over the whole collection.
+    row per query and rank over the whole collection, for each setting of a sweep (every
+    chunk size x top-k x scorer given), on this process or on Ray (--engine ray), the same
+    table either way.
     """
     from fragbench.errors import UsageError
     from fragbench.plugins import registry
     from fragbench.tables import check_output, write_table
 
-    check_output(out, OUTPUT_FORMATS)
-    reg = registry()
-    scorer_obj = reg.get("scorer", scorer, where="--scorer")
     if collection is not None or queries is not None:
         if collection is None or queries is None or corpus:
             raise UsageError("collection mode takes --collection SENTENCES and --queries "
                              "QUERIES, and no case files.")
-        from fragbench.collection import retrieve_collection
-
-        results = retrieve_collection(collection, queries, chunk_size, top_k, scorer_obj)
-        write_table(results, out)
-        say(f"{results.height} results for {results['query'].n_unique()} queries, written to "
-            f"{out}")
+        _retrieve_collection(out, collection, queries, chunk_size, top_k, scorer, sweep,
+                             engine, ray_address, shards, shard_memory, work_dir)
         return
+    sweep_only = [name for name, value in (
+        ("--sweep", sweep), ("--ray-address", ray_address), ("--shards", shards),
+        ("--shard-memory", shard_memory), ("--work-dir", work_dir)) if value is not None]
+    if engine != "local":
+        sweep_only.insert(0, "--engine")
+    if sweep_only:
+        raise UsageError(f"{sweep_only[0]} is for collection mode (--collection and "
+                         "--queries); per passage, an experiment's settings sweep.")
+    from fragbench.collection_sweep import from_options
+
+    settings = from_options(chunk_size, top_k, scorer)
+    if not settings.single:
+        raise UsageError("several chunk sizes, top-ks or scorers are for collection mode "
+                         "(--collection); per passage, an experiment's settings sweep.")
+    check_output(out, OUTPUT_FORMATS)
     if not corpus:
         raise UsageError("give case files or folders, or --collection and --queries.")
     from fragbench.corpus import load_corpus
     from fragbench.retrieval import retrieve as do_retrieve
 
+    reg = registry()
+    scorer_obj = reg.get("scorer", settings.scorers[0], where="--scorer")
     chunker_obj = reg.get("chunker", chunker, where="--chunker")
     cases = load_corpus(corpus)
-    table = do_retrieve(cases, chunker_obj, scorer_obj, [(chunk_size, top_k)])
+    table = do_retrieve(cases, chunker_obj, scorer_obj,
+                        [(settings.chunk_sizes[0], settings.top_ks[0])])
     write_table(table, out)
     selected = table.filter(table["selected"]).height
     say(f"{table.height} chunks, {selected} selected, written to {out}")
+
+
+def _retrieve_collection(out: Path, collection: Path, queries: Path, chunk_size: str | None,
+                         top_k: str | None, scorer: list[str] | None, sweep_file: Path | None,
+                         engine: str, ray_address: str | None, shards: int | None,
+                         shard_memory: str | None, work_dir: Path | None) -> None:
+    """`retrieve --collection`: everything checked (settings, output, scorers, inputs, Ray)
+    before anything is computed; then every setting computed, then written."""
+    from fragbench import collection_sweep as cs
+    from fragbench.collection import read_inputs, scorer_for_collection
+    from fragbench.errors import UsageError
+    from fragbench.plugins import registry
+    from fragbench.tables import check_output, write_table
+
+    if sweep_file is not None:
+        given = [o for o, v in (("--chunk-size", chunk_size), ("--top-k", top_k),
+                                ("--scorer", scorer)) if v]
+        if given:
+            raise UsageError(f"--sweep {sweep_file} sets the chunk sizes, top-ks and scorers; "
+                             f"leave out {', '.join(given)}.")
+        settings = cs.from_file(sweep_file)
+    else:
+        settings = cs.from_options(chunk_size, top_k, scorer)
+    if engine not in ("local", "ray"):
+        raise UsageError(f"--engine {engine!r}: choose local or ray.")
+    if engine == "local":
+        ray_only = [o for o, v in (("--ray-address", ray_address), ("--shards", shards),
+                                   ("--shard-memory", shard_memory), ("--work-dir", work_dir))
+                    if v is not None]
+        if ray_only:
+            raise UsageError(f"{ray_only[0]} is for --engine ray.")
+    if settings.single:
+        check_output(out, OUTPUT_FORMATS)
+    else:
+        cs.check_sweep_out(out, settings)
+    reg = registry()
+    scorers = {name: scorer_for_collection(reg.get("scorer", name, where="--scorer"))
+               for name in settings.scorers}
+    memory = None
+    if engine == "ray":
+        from fragbench import collection_ray as cr
+
+        memory = cr.parse_bytes(shard_memory) if shard_memory is not None else None
+        cr.check_scorers(scorers)
+        cr.import_ray()
+        if work_dir is not None and not work_dir.is_dir():
+            raise UsageError(f"--work-dir {work_dir}: no such folder; create it, or leave "
+                             "the option out.")
+    sentences_lf, query_frame = read_inputs(collection, queries)
+    if engine == "ray":
+        results, report = cr.compute_ray(sentences_lf, query_frame, settings, scorers,
+                                         address=ray_address, shards=shards,
+                                         shard_memory=memory, work_dir=work_dir)
+        say(f"ray: {report.shards} shards, {len(report.tasks)} tasks on "
+            f"{report.cluster_cpus:g} CPUs; largest shard index {report.largest_index()} "
+            "bytes")
+    else:
+        results = cs.compute_local(sentences_lf, query_frame, settings, scorers)
+    if settings.single:
+        [table] = results.values()
+        write_table(table, out)
+        say(f"{table.height} results for {table['query'].n_unique()} queries, written to "
+            f"{out}")
+        return
+    for line in cs.write_sweep(results, settings, out, engine):
+        say(line)
 
 
 @app.command()

@@ -95,8 +95,7 @@ def _vocabulary() -> Any:
         encoded = [w.encode("utf-8") for w in words]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum([len(w) for w in encoded], out=offsets[1:])
-        data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        vocab.set_state(kernels.add_stopwords(vocab.state(), data, offsets, bit))
+        vocab.add(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets, bit)
     return vocab
 
 
@@ -115,7 +114,7 @@ class SqrtLexical:
 
     name = "sqrt-lexical"
     api_version = "1.0"
-    modes = ("passage", "collection")
+    modes = ("passage", "collection", "sharded")
 
     def collection_index(self, chunks: pl.DataFrame) -> _Index:
         """`chunks`: chunk_id (0..n-1), lang, text. Tokenized by compiled loops a slice of
@@ -126,14 +125,12 @@ class SqrtLexical:
         from fragbench import collection_kernels as kernels
 
         vocab = _vocabulary()
-        seen = np.full(vocab.size, -1, dtype=np.int64)
+        seen = np.full(vocab.hashes.size, -1, dtype=np.int64)
         counts, pointers, ids = [], [np.zeros(1, dtype=np.int64)], []
         done = 0
         for start in range(0, chunks.height, INDEX_SLICE):
             data, offsets, pre, masks = _text_bytes(chunks.slice(start, INDEX_SLICE))
-            state, count, row_ptr, found, seen = kernels.index_texts(
-                vocab.state(), data, offsets, pre, masks, seen, start)
-            vocab.set_state(state)
+            count, row_ptr, found, seen = vocab.index(data, offsets, pre, masks, seen, start)
             counts.append(count)
             pointers.append(row_ptr[1:] + done)
             ids.append(found)
@@ -154,7 +151,7 @@ class SqrtLexical:
         from fragbench import collection_kernels as kernels
 
         data, offsets, pre, masks = _text_bytes(queries)
-        row_ptr, ids = kernels.lookup_texts(index.vocab.state(), data, offsets, pre, masks)
+        row_ptr, ids = kernels.lookup_texts(index.vocab.arrays(), data, offsets, pre, masks)
         return sparse.csr_matrix((np.ones(ids.size, dtype=np.int32), ids, row_ptr),
                                  shape=(queries.height, index.vocab.size))
 

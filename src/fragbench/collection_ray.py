@@ -1,0 +1,353 @@
+"""The Ray engine of `retrieve --collection`: the collection split into shards of whole
+passages, a Ray task per (shard, chunk size) that chunks, indexes and scores its shard, and the
+driver's exact merge. The result equals the local engine's, row for row and bit for bit.
+
+How a run goes (docs/scale.md says what each step costs):
+
+1. The driver numbers the input's rows (`_row`, the collection order) in one Polars pass,
+   before anything is split or read by Ray, and assigns each passage to a shard by a
+   vectorised rule: passages in collection order, cut into `shards` runs of about equal
+   sentence counts. It writes one Parquet file per shard (the sentences with `_row`) into a
+   work folder: the only copy of the collection the workers read.
+2. The queries are put in Ray's object store once (`ray.put`) and every task gets that one
+   reference.
+3. A task per (shard, chunk size): reads its shard's file, restores the input order from
+   `_row` (a file's row order is not trusted), chunks it once (`chunk_collection`), and per
+   scorer builds the shard's index and returns only its `shard_tops` at the sweep's largest
+   top-k (at most k rows per query) with the index's size in bytes. With restricted queries
+   (a `passage` column) a shard scores only the queries of its own passages.
+4. The driver merges (`merge_tops`) each (chunk size, scorer)'s tops once per top-k.
+
+A scorer runs on shards only if its modes list `sharded`: it declares that a chunk's score
+depends on the chunk and the query alone (no collection-wide statistic such as an IDF, which
+a shard's index would compute from that shard alone). The built-in `sqrt-lexical` does.
+
+Memory: `shard_memory` (bytes) is given to Ray as each task's `memory` resource, which Ray
+uses only to schedule (it starts no more tasks on a node than its memory resource allows; it
+does not cap a process). It is also checked: every task measures the index it built, and a
+run where one exceeds `shard_memory` is refused after the tasks end (more shards make
+smaller indexes), with nothing written.
+
+Ray: without an address a local Ray cluster is started for the run and stopped after it;
+with one (`host:port`, `ray://host:port` or `auto`) the driver connects to that cluster, and
+only disconnects at the end. A process already connected to Ray (a notebook, the tests) is
+used as it is and left connected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fragbench.errors import FragbenchError, UsageError
+
+SHARDED_MODE = "sharded"
+"""The mode a scorer lists to say that a chunk's score depends on the chunk and the query
+alone, so that an index per shard gives the same scores as one index of the collection."""
+RAY_MISSING = ("the Ray engine needs Ray, which is not installed: pip install "
+               "'fragbench[ray]' (or use --engine local).")
+ROW_GROUP = 65_536
+"""Rows per row group of a shard file."""
+CONNECT_SECONDS = 10.0
+"""How long the driver waits for a TCP answer from --ray-address before refusing it (Ray
+itself retries an unreachable address for minutes, silently)."""
+
+
+@dataclass
+class RayReport:
+    """What a Ray run did, for the user and for checks: per task, the shard's sentences,
+    chunks and index bytes per scorer; the time of each phase (seconds)."""
+
+    shards: int = 0
+    cluster_cpus: float = 0.0
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def largest_index(self) -> int:
+        return max((b for t in self.tasks for b in t["index_bytes"].values()), default=0)
+
+
+def import_ray() -> Any:
+    """Ray, or the one line that says how to install it (exit 2)."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError(RAY_MISSING) from None
+    return ray
+
+
+def check_scorers(scorers: dict[str, Any]) -> None:
+    """Refuse, in one line, a scorer that does not declare it can be sharded."""
+    from fragbench.plugins import describe
+
+    for scorer in scorers.values():
+        if SHARDED_MODE not in getattr(scorer, "modes", ()):
+            raise UsageError(f"{describe('scorer', scorer)} does not list the mode "
+                             f"{SHARDED_MODE!r} (a chunk's score depends on the chunk and the "
+                             "query alone), so it cannot be split into shards; use --engine "
+                             "local.")
+
+
+def check_address(address: str) -> None:
+    """Refuse a malformed --ray-address (exit 2) or one where nothing answers (exit 4), in
+    one line, before Ray is asked (Ray would retry for minutes)."""
+    if address == "auto":
+        return
+    match = re.fullmatch(r"(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})",
+                         address)
+    if not match or not 1 <= int(match.group(2)) <= 65535:
+        raise UsageError(f"--ray-address {address!r}: give HOST:PORT of a Ray cluster's head "
+                         "(e.g. 10.0.0.5:6379), ray://HOST:PORT for Ray Client, or auto.")
+    host, port = match.group(1).strip("[]"), int(match.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_SECONDS):
+            pass
+    except OSError as exc:
+        raise FragbenchError(f"--ray-address {address}: nothing answers there "
+                             f"({exc.strerror or exc}); start the cluster's head with "
+                             "`ray start --head` or correct the address.") from None
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None) -> Iterator[Any]:
+    """Ray, connected for the run: to `address`, or to a local cluster started now and
+    stopped after; a process already connected is used and left as it is."""
+    ray = import_ray()
+    if ray.is_initialized():
+        current = ray.get_runtime_context().gcs_address
+        if address not in (None, "auto", current):
+            raise UsageError(f"--ray-address {address}: this process is already connected to "
+                             f"the Ray cluster at {current}; give that address or none.")
+        yield ray
+        return
+    quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+    if address is None:
+        ray.init(include_dashboard=False, **quiet)
+    else:
+        ray.init(address=address, **quiet)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()  # stops a cluster started here; from another one it only disconnects
+
+
+def _largest_node_memory(ray: Any) -> float:
+    return max((n["Resources"].get("memory", 0.0) for n in ray.nodes() if n.get("Alive")),
+               default=0.0)
+
+
+def _shard_files(sentences_lf: Any, shards: int, folder: Path) -> tuple[list[Path], int]:
+    """The sentences with their input row (`_row`), one Parquet file per shard of whole
+    passages; the files and the sentences' count."""
+    import polars as pl
+
+    rows = sentences_lf.select("passage", "position", "lang", "text").with_row_index("_row")
+    passages = (rows.group_by("passage").agg(pl.col("_row").min().alias("first"),
+                                             pl.len().alias("n"))
+                .sort("first").collect())
+    total = int(passages["n"].sum()) if passages.height else 0
+    count = max(1, min(shards, passages.height))
+    start = passages["n"].cum_sum() - passages["n"]
+    passages = passages.with_columns(
+        ((start * count) // max(total, 1)).rank("dense").cast(pl.Int32).alias("shard") - 1)
+    assigned = (rows.join(passages.lazy().select("passage", "shard"), on="passage",
+                          maintain_order="left").collect())
+    files = []
+    for (shard,), part in assigned.partition_by("shard", as_dict=True,
+                                                maintain_order=True).items():
+        path = folder / f"shard-{int(shard):05d}.parquet"
+        part.drop("shard").write_parquet(path, row_group_size=ROW_GROUP)
+        files.append(path)
+    return sorted(files), total
+
+
+def _index_bytes(index: Any) -> int:
+    """The bytes an index holds in arrays, sparse matrices and frames (its attributes and
+    their items, two levels down): what a worker keeps in memory for its shard."""
+    seen: set[int] = set()
+
+    def size(obj: Any, depth: int) -> int:
+        if id(obj) in seen or depth > 2:
+            return 0
+        seen.add(id(obj))
+        nbytes = getattr(obj, "nbytes", None)
+        if isinstance(nbytes, int) and not hasattr(obj, "indptr"):
+            return nbytes
+        if hasattr(obj, "estimated_size"):
+            return int(obj.estimated_size())
+        if hasattr(obj, "indptr"):  # scipy sparse
+            return sum(size(getattr(obj, a), depth) for a in ("data", "indices", "indptr"))
+        if isinstance(obj, list | tuple):
+            return sum(size(item, depth + 1) for item in obj)
+        if isinstance(obj, dict):
+            return sum(size(item, depth + 1) for item in obj.values())
+        if hasattr(obj, "__dict__"):
+            return sum(size(item, depth + 1) for item in vars(obj).values())
+        return 0
+
+    return size(index, 0)
+
+
+def shard_task(path: str, shard: int, chunk_size: int, scorer_names: list[str], top_k: int,
+               queries: Any) -> dict[str, Any]:
+    """One shard at one chunk size, in a Ray worker: chunked once, then per scorer its index,
+    its tops at `top_k` (TOPS_SCHEMA, `query` the row of the whole query frame) and the
+    index's bytes."""
+    import polars as pl
+
+    from fragbench.collection import chunk_collection
+    from fragbench.plugins import registry
+
+    began = time.perf_counter()
+    lf = pl.scan_parquet(path).sort("_row")  # the input order, whatever the file's
+    chunks = chunk_collection(lf, chunk_size)
+    # `first` from the input's row index, so that (first, chunk) orders chunks across shards.
+    firsts = lf.group_by("passage").agg(pl.col("_row").min().cast(pl.Int64).alias("first"))
+    chunks = (chunks.drop("first").join(firsts.collect(), on="passage", how="left",
+                                        maintain_order="left")
+              .sort("first", "chunk").drop("chunk_id").with_row_index("chunk_id")
+              .select("chunk_id", "passage", "chunk", "lang", "text", "first"))
+    chosen = queries
+    rows = None
+    if "passage" in queries.columns:  # restricted: only the queries of this shard's passages
+        mine = queries.with_row_index("_q").filter(
+            pl.col("passage").is_in(chunks["passage"].unique().implode()))
+        chosen, rows = mine.drop("_q"), mine["_q"]
+    tops: dict[str, Any] = {}
+    sizes: dict[str, int] = {}
+    for name in scorer_names:
+        scorer = registry().get("scorer", name)
+        if chosen.height == 0 or chunks.height == 0:
+            tops[name], sizes[name] = None, 0
+            continue
+        found, sizes[name] = _measured_tops(chunks, chosen, top_k, scorer, shard)
+        if rows is not None:
+            found = found.with_columns(rows.gather(found["query"]).alias("query"))
+        tops[name] = found
+    return {"shard": shard, "chunk_size": chunk_size, "tops": tops, "index_bytes": sizes,
+            "sentences": lf.select(pl.len()).collect().item(), "chunks": chunks.height,
+            "seconds": time.perf_counter() - began}
+
+
+def _measured_tops(chunks: Any, queries: Any, top_k: int, scorer: Any, shard: int
+                   ) -> tuple[Any, int]:
+    """`shard_tops`, and the bytes of the index it built: the scorer's `collection_index` is
+    wrapped on this instance for the call (the same object, so errors still name the plugin
+    as the registry knows it), then restored."""
+    from fragbench.collection import shard_tops
+
+    built: list[int] = []
+    own = scorer.collection_index
+
+    def measured(frame: Any) -> Any:
+        index = own(frame)
+        built.append(_index_bytes(index))
+        return index
+
+    scorer.collection_index = measured
+    try:
+        found = shard_tops(chunks, queries, top_k, scorer, shard)
+    finally:
+        del scorer.collection_index
+    return found, max(built, default=0)
+
+
+def compute_ray(sentences_lf: Any, query_frame: Any, sweep: Any, scorers: dict[str, Any], *,
+                address: str | None = None, shards: int | None = None,
+                shard_memory: int | None = None, work_dir: Path | None = None,
+                ) -> tuple[dict[tuple[int, int, str], Any], RayReport]:
+    """Every setting of `sweep` (RESULT_SCHEMA tables, keyed (chunk size, top-k, scorer)) on
+    Ray, and what the run did. `shards` defaults to the cluster's CPUs; `work_dir` holds the
+    shard files (a temporary folder here by default; on several machines, a folder every
+    node reads at the same path), removed after the run."""
+    from fragbench.collection import merge_tops
+
+    check_scorers(scorers)
+    if address is not None:
+        check_address(address)
+    report = RayReport()
+    with ray_session(address) as ray:
+        resources = ray.cluster_resources()
+        report.cluster_cpus = float(resources.get("CPU", 0.0))
+        if shard_memory is not None and shard_memory > _largest_node_memory(ray):
+            raise UsageError(f"--shard-memory {shard_memory}: no node of the Ray cluster "
+                             f"offers that much memory (the largest offers "
+                             f"{int(_largest_node_memory(ray))} bytes); give less, with more "
+                             "--shards.")
+        wanted = shards if shards is not None else max(1, int(report.cluster_cpus))
+        folder = Path(tempfile.mkdtemp(prefix="fragbench-shards-", dir=work_dir))
+        try:
+            began = time.perf_counter()
+            files, _ = _shard_files(sentences_lf, wanted, folder)
+            report.shards = len(files)
+            report.seconds["shard files"] = time.perf_counter() - began
+            began = time.perf_counter()
+            queries_ref = ray.put(query_frame)
+            options: dict[str, Any] = {"num_cpus": 1, "max_retries": 0, "runtime_env": {
+                "env_vars": {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1"}}}
+            if shard_memory is not None:
+                options["memory"] = shard_memory
+            task = ray.remote(shard_task).options(**options)
+            largest = max(sweep.top_ks)
+            refs = [task.remote(str(path), shard, size, list(sweep.scorers), largest,
+                                queries_ref)
+                    for size in sweep.chunk_sizes for shard, path in enumerate(files)]
+            done = _gather(ray, refs)
+            report.seconds["shard tasks"] = time.perf_counter() - began
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    report.tasks = [{k: v for k, v in d.items() if k != "tops"} for d in done]
+    if shard_memory is not None and report.largest_index() > shard_memory:
+        worst = max(report.tasks, key=lambda t: max(t["index_bytes"].values(), default=0))
+        raise UsageError(f"--shard-memory {shard_memory}: shard {worst['shard']}'s index "
+                         f"took {max(worst['index_bytes'].values())} bytes at chunk size "
+                         f"{worst['chunk_size']}; give more --shards (or more memory). "
+                         "Nothing was written.")
+    began = time.perf_counter()
+    results = {}
+    for size in sweep.chunk_sizes:
+        for name in sweep.scorers:
+            tops = [d["tops"][name] for d in done
+                    if d["chunk_size"] == size and d["tops"][name] is not None]
+            for k in sweep.top_ks:
+                results[(size, k, name)] = merge_tops(tops, query_frame["query"], k)
+    report.seconds["merge"] = time.perf_counter() - began
+    return results, report
+
+
+def _gather(ray: Any, refs: list[Any]) -> list[dict[str, Any]]:
+    """The tasks' results; a fragbench error in a task raised as itself, any other failure
+    of a task (a worker lost, out of memory) in one line."""
+    try:
+        return list(ray.get(refs))
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, FragbenchError):
+            raise cause from None
+        raise
+    except ray.exceptions.RayError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise FragbenchError(f"the Ray engine lost a shard's task ({first}); give more "
+                             "--shards, or more memory per node.") from None
+
+
+def parse_bytes(text: str) -> int:
+    """`--shard-memory`: bytes, or a number with KB, MB, GB (powers of 1000) or KiB, MiB,
+    GiB (powers of 1024)."""
+    units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+             "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).upper() if match else ""
+    if not match or unit not in units or float(match.group(1)) * units[unit] < 1:
+        raise UsageError(f"--shard-memory {text!r}: give a size such as 2GiB, 500MB or a "
+                         "number of bytes.")
+    return int(float(match.group(1)) * units[unit])
