@@ -254,7 +254,8 @@ def _retrieve_collection(out: Path, collection: Path, queries: Path, chunk_size:
     else:
         cs.check_sweep_out(out, settings)
     reg = registry()
-    scorers = {name: scorer_for_collection(reg.get("scorer", name, where="--scorer"))
+    where = f"--sweep {sweep_file}: key scorer" if sweep_file is not None else "--scorer"
+    scorers = {name: scorer_for_collection(reg.get("scorer", name, where=where))
                for name in settings.scorers}
     memory = None
     if engine == "ray":
