@@ -316,8 +316,10 @@ def worker_reference(folder: Path) -> dict[str, Any]:
     top_score = np.zeros((n_q, k), dtype=np.float64)
     top_tied = np.zeros((n_q, k), dtype=bool)
     batch = 64
+    pairs = 0
     for b in range(0, n_q, batch):
         shared = (query_terms[b:b + batch] @ term_chunks).tocsr()  # distinct shared terms
+        pairs += shared.nnz
         for r in range(shared.shape[0]):
             lo, hi = shared.indptr[r], shared.indptr[r + 1]
             chunk = shared.indices[lo:hi].astype(np.int64)
@@ -349,8 +351,10 @@ def worker_reference(folder: Path) -> dict[str, Any]:
              chunk_passage=np.array(chunk_passage, dtype=str),
              chunk_number=np.array(chunk_number, dtype=np.int64),
              queries=np.array(q_ids, dtype=str))
+    postings = int(np.diff(term_chunks.indptr)[query_terms.indices].sum())
     return {"load_s": t1 - t0, "index_s": t2 - t1, "query_s": t3 - t2, "total_s": t3 - t1,
-            "queries": n_q, "chunks": n_chunks, "terms": n_terms}
+            "queries": n_q, "chunks": n_chunks, "terms": n_terms, "postings": postings,
+            "pairs": pairs}
 
 
 def split_scorer() -> Any:
@@ -435,6 +439,56 @@ def worker_bm25s(folder: Path) -> dict[str, Any]:
             "total_s": t4 - t1, "queries": len(queries)}
 
 
+def worker_tantivy(folder: Path, lean: bool) -> dict[str, Any]:
+    """tantivy 0.27 (the Rust engine's Python binding): one writer thread (heap 128 MB, the
+    binding's default), the index in memory (as fragbench's is), the same chunks; each query a
+    boolean OR of its terms (tokenized as bm25s's: `[a-z0-9]+` of the lowercased text, the
+    stopword lists out), top 10 by tantivy's own BM25, the chunk numbers read back from a
+    stored field. Its results are not compared: another score.
+
+    `tantivy`: the text field as a user declares it by default (tokenizer `default`,
+    positions kept). `tantivy-lean`: the least tantivy's BM25 needs (term frequencies, no
+    positions) and the same tokens as bm25s (the stopwords never indexed)."""
+    import tantivy
+
+    stop = sorted(set().union(*stopword_lists(folder).values()))
+    t0 = time.perf_counter()
+    chunks = read_lines(folder / "chunks.txt")
+    queries = read_lines(folder / "queries.txt")
+    t1 = time.perf_counter()
+    builder = tantivy.SchemaBuilder()
+    if lean:
+        builder.add_text_field("body", stored=False, tokenizer_name="fb", index_option="freq")
+    else:
+        builder.add_text_field("body", stored=False)
+    builder.add_unsigned_field("id", stored=True)
+    schema = builder.build()
+    index = tantivy.Index(schema)  # no path: in memory
+    index.register_tokenizer("fb", tantivy.TextAnalyzerBuilder(
+        tantivy.Tokenizer.regex(r"[A-Za-z0-9]+")).filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.custom_stopword(stop)).build())
+    writer = index.writer(heap_size=128_000_000, num_threads=1)
+    for i, text in enumerate(chunks):
+        writer.add_document(tantivy.Document(body=text, id=i))
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    del chunks
+    t2 = time.perf_counter()
+    searcher = index.searcher()
+    should = tantivy.Occur.Should
+    found = 0
+    for text in queries:
+        terms = sorted({w for w in TERM.findall(text.lower()) if w not in stop})
+        query = tantivy.Query.boolean_query(
+            [(should, tantivy.Query.term_query(schema, "body", w)) for w in terms])
+        hits = searcher.search(query, TOP_K, count=False).hits
+        found += len([searcher.doc(address)["id"][0] for _score, address in hits])
+    t3 = time.perf_counter()
+    return {"load_s": t1 - t0, "index_s": t2 - t1, "query_s": t3 - t2, "total_s": t3 - t1,
+            "queries": len(queries), "hits": found}
+
+
 def worker_rank_bm25(folder: Path, budget_s: float) -> dict[str, Any]:
     from rank_bm25 import BM25Okapi
 
@@ -471,6 +525,8 @@ def run_worker(args: argparse.Namespace) -> None:
         out = worker_fragbench(folder, one_query=True)
     elif args.worker == "bm25s":
         out = worker_bm25s(folder)
+    elif args.worker in ("tantivy", "tantivy-lean"):
+        out = worker_tantivy(folder, lean=args.worker == "tantivy-lean")
     elif args.worker == "rank_bm25":
         out = worker_rank_bm25(folder, args.rank_bm25_seconds)
     else:
@@ -565,6 +621,38 @@ def compare(folder: Path, results_path: Path, label: str) -> list[str]:
     return problems
 
 
+def copy_bandwidth(mib: int = 512, tries: int = 5) -> float:
+    """Bytes per second numpy copies from one array to another of `mib` MiB, one thread, the
+    best of `tries` (each byte read once and written once)."""
+    src = np.ones(mib * 2**20 // 8)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(tries):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    return src.nbytes / best
+
+
+def floor_line(result: dict[str, Any], bandwidth: float) -> str | None:
+    """The query phase's distance to the memory-bandwidth floor: what the 1,000 queries must
+    read at least, over the measured copy bandwidth."""
+    ref = result["rows"].get("scipy-ref", {})
+    if "postings" not in ref:
+        return None
+    need = 4 * ref["postings"] + 4 * ref["pairs"]
+    floor = need / bandwidth
+    parts = [f"query phase floor: {ref['postings']:,} postings (4 B each: an int32 chunk id) + "
+             f"{ref['pairs']:,} matched (query, chunk) pairs (4 B each: the chunk's term count) "
+             f"= {need / 1e6:,.0f} MB, at {bandwidth / 1e9:.1f} GB/s (numpy copy, one thread) "
+             f"= {floor:.3f} s"]
+    for label in ("fragbench-lib", "fragbench-lib-1t", "tantivy", "tantivy-lean"):
+        row = result["rows"].get(label, {})
+        if row.get("query_s"):
+            parts.append(f"{label} query {row['query_s']:.3f} s = {row['query_s'] / floor:.1f}x")
+    return "; ".join(parts)
+
+
 def parse_size(text: str) -> int:
     text = text.strip().lower().replace("_", "")
     scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
@@ -625,9 +713,12 @@ def bench_size(n: int, args: argparse.Namespace, root: Path, fb_available: bool
                                str(CHUNK_SIZE), "--top-k", str(TOP_K), "--out", str(cli_out)],
              base_env),
         ]
-    contenders += [("bm25s", [*worker, "bm25s"], one_thread)]
-    if not args.no_rank_bm25:
-        contenders += [("rank_bm25", [*worker, "rank_bm25"], one_thread)]
+    contenders += [("tantivy", [*worker, "tantivy"], one_thread),
+                   ("tantivy-lean", [*worker, "tantivy-lean"], one_thread)]
+    if n <= parse_size(args.bm25_max):
+        contenders += [("bm25s", [*worker, "bm25s"], one_thread)]
+        if not args.no_rank_bm25:
+            contenders += [("rank_bm25", [*worker, "rank_bm25"], one_thread)]
 
     # round robin: run i of every contender, then run i + 1, so that a change in the machine's
     # load falls on all of them alike
@@ -678,8 +769,8 @@ def table(result: dict[str, Any]) -> str:
         if row.get("rc"):
             lines.append(f"| {label} | | | | | | | | | failed: {row.get('error')} |")
             continue
-        threads = "1" if label in ("scipy-ref", "bm25s", "rank_bm25", "fragbench-lib-1t") \
-            else "default (2)"
+        one = ("scipy-ref", "bm25s", "rank_bm25", "fragbench-lib-1t", "tantivy", "tantivy-lean")
+        threads = "1" if label in one else "default (2)"
         q_s = row.get("query_s")
         qps = row["queries"] / q_s if q_s and row.get("queries") else None
         mark = ""
@@ -706,9 +797,21 @@ def targets(results: list[dict[str, Any]]) -> list[str]:
     for n, rows in sorted(by_n.items()):
         cli, bm, ref, lib = (rows.get(k) for k in ("fragbench-cli", "bm25s", "scipy-ref",
                                                    "fragbench-lib"))
-        if not (cli and bm and ref and lib) or any(r.get("rc") for r in (cli, bm, ref, lib)):
+        if not (cli and ref and lib) or any(r.get("rc") for r in (cli, ref, lib)):
             continue
         tag = label_size(n)
+        tan = rows.get("tantivy")
+        if tan and not tan.get("rc"):
+            for what, mine, theirs, unit in (
+                    ("CLI whole process", cli["wall_s"], tan["wall_s"], "s"),
+                    ("library query phase", lib.get("query_s", float("inf")),
+                     tan["query_s"], "s"),
+                    ("CLI peak RSS", cli["rss_mib"], tan["rss_mib"], "MiB")):
+                verdict = "met" if mine <= theirs else "MISSED"
+                lines.append(f"{tag}: {what} {mine:.2f} {unit} vs tantivy {theirs:.2f} {unit}: "
+                             f"{verdict}")
+        if not bm or bm.get("rc"):
+            continue
         ok = cli["wall_s"] <= bm["total_s"]
         lines.append(f"{tag}: CLI whole process {cli['wall_s']:.2f} s vs bm25s tokenize+index+"
                      f"retrieve {bm['total_s']:.2f} s: {'met' if ok else 'MISSED'}")
@@ -743,6 +846,8 @@ def main() -> None:
     parser.add_argument("--rank-bm25-seconds", type=float, default=20.0,
                         help="time budget of rank_bm25's query sample")
     parser.add_argument("--no-rank-bm25", action="store_true")
+    parser.add_argument("--bm25-max", default="1m",
+                        help="largest size at which bm25s and rank_bm25 run (they are slow)")
     parser.add_argument("--workdir", help="keep the corpora here (reused across runs)")
     parser.add_argument("--json", help="write every measurement to this file")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -771,11 +876,16 @@ def main() -> None:
     finally:
         if not args.workdir:
             shutil.rmtree(root, ignore_errors=True)
+    bandwidth = copy_bandwidth()
     problems = []
     for result in results:
         print(f"\n{label_size(result['n'])} sentences, {result['corpus']['chunks']} chunks, "
               f"{result['corpus']['queries']} queries, top {TOP_K}:\n")
         print(table(result))
+        line = floor_line(result, bandwidth)
+        if line:
+            print("\n" + line)
+            result["floor"] = line
         problems += result["problems"]
     print()
     for line in targets(results):

@@ -117,6 +117,39 @@ def chunk_collection(sentences: pl.LazyFrame, chunk_size: int) -> pl.DataFrame:
     )
 
 
+def chunk_plan(sentences: pl.LazyFrame, chunk_size: int) -> tuple[pl.DataFrame, np.ndarray]:
+    """`chunk_collection`'s chunks without their text (chunk_id, passage, chunk, lang, first),
+    and the chunk of each input row, in input order: what a scorer with
+    `collection_index_sentences` needs, read from the small columns alone."""
+    rows = sentences.select("passage", "position", "lang").with_row_index("_row").collect()
+    order = (rows.group_by("passage").agg(pl.col("_row").min().alias("first"),
+                                          pl.col("lang").first().alias("lang"))
+             .sort("first"))
+    placed = (rows.select("passage", "position", "_row").join(order, on="passage")
+              .sort("first", "position", "_row")
+              .with_columns((pl.int_range(pl.len()).over("first") // chunk_size)
+                            .cast(pl.Int64).alias("chunk")))
+    del rows
+    # Sorted by (first, chunk), a chunk's rows are consecutive: it starts where (first,
+    # chunk) changes, and the running count of starts numbers the chunks in collection order.
+    starts = ((pl.col("first") != pl.col("first").shift(1))
+              | (pl.col("chunk") != pl.col("chunk").shift(1))).fill_null(True)
+    placed = placed.with_columns((starts.cum_sum() - 1).cast(pl.Int64).alias("chunk_id"))
+    chunk_of_row = np.empty(placed.height, dtype=np.int64)
+    chunk_of_row[placed["_row"].to_numpy()] = placed["chunk_id"].to_numpy()
+    chunks = (placed.filter(starts)
+              .select("chunk_id", "passage", "chunk", "lang", pl.col("first").cast(pl.Int64)))
+    return chunks, chunk_of_row
+
+
+def _text_batches(sentences: pl.LazyFrame, rows: int, size: int = 131_072
+                  ) -> Any:
+    """The input's `text` in input order, `size` rows at a time (a Parquet scan reads only
+    the row groups of each slice)."""
+    for start in range(0, rows, size):
+        yield sentences.select("text").slice(start, size).collect().to_series()
+
+
 def select_top(scores: Any, keys: np.ndarray, row_ranges: list[tuple[int, int]], top_k: int
                ) -> list[tuple[list[int], list[float], list[float], list[int], int]]:
     """Per query row of a CSR score matrix: the top-k chunk ids within the row's candidate
@@ -266,8 +299,14 @@ def shard_tops(chunks: pl.DataFrame, query_frame: pl.DataFrame, top_k: int, scor
     collection order, with `chunk_id` numbered 0.. in that order. The scorer's index is built
     on these chunks alone, so a scorer may be sharded only when a chunk's score depends on the
     chunk and the query alone (the built-in `sqrt-lexical` does)."""
-    ranges = query_ranges(chunks, query_frame)
     index = scorer.collection_index(chunks.select("chunk_id", "lang", "text"))
+    return _tops_with(index, chunks, query_frame, top_k, scorer, shard)
+
+
+def _tops_with(index: Any, chunks: pl.DataFrame, query_frame: pl.DataFrame, top_k: int,
+               scorer: Any, shard: int) -> pl.DataFrame:
+    """`shard_tops` with the scorer's index of `chunks` already built."""
+    ranges = query_ranges(chunks, query_frame)
     prepared = scorer.collection_queries(index, query_frame.select("lang", "text"))
     fast = getattr(scorer, "collection_top_k", None)
     found = fast(index, prepared, ranges, top_k) if fast is not None else None
@@ -372,6 +411,30 @@ def retrieve_collection(sentences: Path | pl.DataFrame | pl.LazyFrame,
     if chunk_size < 1 or top_k < 1:
         raise UsageError("--chunk-size and --top-k must be at least 1.")
     sentences_lf, query_frame = read_inputs(sentences, queries)
-    chunks = chunk_collection(sentences_lf, chunk_size)
-    tops = shard_tops(chunks, query_frame, top_k, scorer)
+    chunks, chunk_of_row = local_chunks(sentences_lf, chunk_size, [scorer])
+    tops = local_tops(sentences_lf, chunks, chunk_of_row, query_frame, top_k, scorer)
     return merge_tops([tops], query_frame["query"], top_k)
+
+
+def local_chunks(sentences: pl.LazyFrame, chunk_size: int, scorers: list[Any]
+                 ) -> tuple[pl.DataFrame, np.ndarray | None]:
+    """The chunks for `local_tops` with these scorers, on this machine: `chunk_plan`'s (no
+    text, and each input row's chunk) when every scorer can index sentences
+    (`collection_index_sentences`) and the input has no `_row` of its own; otherwise
+    `chunk_collection`'s, text joined (and None)."""
+    if (all(hasattr(s, "collection_index_sentences") for s in scorers)
+            and "_row" not in sentences.collect_schema()):
+        return chunk_plan(sentences, chunk_size)
+    return chunk_collection(sentences, chunk_size), None
+
+
+def local_tops(sentences: pl.LazyFrame, chunks: pl.DataFrame, chunk_of_row: np.ndarray | None,
+               query_frame: pl.DataFrame, top_k: int, scorer: Any) -> pl.DataFrame:
+    """`shard_tops` of the whole collection (one shard) from `local_chunks`' chunks: with
+    `chunk_of_row`, the scorer indexes the sentences, streamed from the input, and the chunks'
+    text is never joined (the same index: `collection_index_sentences`)."""
+    if chunk_of_row is None:
+        return shard_tops(chunks, query_frame, top_k, scorer)
+    index = scorer.collection_index_sentences(_text_batches(sentences, len(chunk_of_row)),
+                                              chunk_of_row, chunks["lang"])
+    return _tops_with(index, chunks, query_frame, top_k, scorer, 0)

@@ -87,37 +87,73 @@ def _find(table: np.ndarray, hashes: np.ndarray, starts: np.ndarray, lens: np.nd
         slot = (slot + np.uint64(1)) & mask
 
 
-@njit(cache=True, nogil=True)
-def _grown(array: np.ndarray, size: int) -> np.ndarray:
-    if size <= array.size:
-        return array
-    new = np.empty(max(size, 2 * array.size), dtype=array.dtype)
-    new[:array.size] = array
-    return new
-
-
 class Vocabulary:
     """Term -> id, exact: an open-addressing hash table over a byte arena of the terms.
 
+    Its arrays have a fixed capacity inside the compiled loops (reassigning arrays in a hot
+    loop costs reference counting on every term); a loop that meets a new term it has no room
+    for stops and says where, and `grow` doubles what is full before it resumes.
     `stopmask[id]`: the bits of the languages whose stopword list holds the term."""
 
     def __init__(self) -> None:
         self.table = np.full(1 << 16, _EMPTY, dtype=np.int32)
-        self.hashes = np.zeros(1 << 12, dtype=np.uint64)
-        self.starts = np.zeros(1 << 12, dtype=np.int64)
-        self.lens = np.zeros(1 << 12, dtype=np.int32)
-        self.stopmask = np.zeros(1 << 12, dtype=np.int64)
-        self.arena = np.zeros(1 << 16, dtype=np.uint8)
-        self.arena_len = 0
-        self.size = 0
+        self.hashes = np.zeros(1 << 14, dtype=np.uint64)
+        self.starts = np.zeros(1 << 14, dtype=np.int64)
+        self.lens = np.zeros(1 << 14, dtype=np.int32)
+        self.stopmask = np.zeros(1 << 14, dtype=np.int64)
+        self.arena = np.zeros(1 << 17, dtype=np.uint8)
+        self.counters = np.zeros(2, dtype=np.int64)
+        """Terms held, bytes of the arena used."""
 
-    def state(self) -> tuple:
+    @property
+    def size(self) -> int:
+        return int(self.counters[0])
+
+    def arrays(self) -> tuple:
         return (self.table, self.hashes, self.starts, self.lens, self.stopmask, self.arena,
-                self.arena_len, self.size)
+                self.counters)
 
-    def set_state(self, state: tuple) -> None:
-        (self.table, self.hashes, self.starts, self.lens, self.stopmask, self.arena,
-         self.arena_len, self.size) = state
+    def grow(self, length: int) -> None:
+        """Room for one more term of `length` bytes."""
+        size, used = (int(c) for c in self.counters)
+        if size + 1 > self.hashes.size:
+            for name in ("hashes", "starts", "lens", "stopmask"):
+                old = getattr(self, name)
+                new = np.zeros(2 * old.size, dtype=old.dtype)
+                new[:old.size] = old
+                setattr(self, name, new)
+        if 2 * (size + 1) > self.table.size:
+            self.table = _rehashed(np.full(2 * self.table.size, _EMPTY, dtype=np.int32),
+                                   self.hashes, size)
+        if used + length > self.arena.size:
+            new = np.zeros(max(2 * self.arena.size, used + length), dtype=np.uint8)
+            new[:used] = self.arena[:used]
+            self.arena = new
+
+    def add(self, data: np.ndarray, offsets: np.ndarray, bit: int) -> None:
+        """Adds the words (pretokenized, one a row of `offsets`) with language bit `bit`."""
+        row = 0
+        while (row := add_words(self.arrays(), data, offsets, bit, row)) < offsets.size - 1:
+            self.grow(int(offsets[row + 1] - offsets[row]))
+
+    def index(self, data: np.ndarray, offsets: np.ndarray, pretokenized: np.ndarray,
+              langmask: np.ndarray, seen: np.ndarray, first_row: int) -> tuple:
+        """`index_texts` over every row, the vocabulary grown as it needs: (term counts,
+        row_ptr, distinct ids, seen)."""
+        rows = offsets.size - 1
+        counts = np.zeros(rows, dtype=np.int64)
+        row_ptr = np.zeros(rows + 1, dtype=np.int64)
+        ids = np.empty(data.size // 2 + rows, dtype=np.int32)  # a term and a separator
+        longest = int(np.diff(offsets).max()) if rows else 0
+        row = 0
+        while (row := index_texts(self.arrays(), data, offsets, pretokenized, langmask, seen,
+                                  first_row, row, counts, row_ptr, ids)) < rows:
+            self.grow(longest)
+            if seen.size < self.hashes.size:
+                more = np.full(self.hashes.size, -1, dtype=np.int64)
+                more[:seen.size] = seen
+                seen = more
+        return counts, row_ptr, ids[:row_ptr[rows]].copy(), seen
 
     def terms(self) -> list[str]:
         """Every term, by id (for tests and diagnostics)."""
@@ -127,79 +163,81 @@ class Vocabulary:
 
 
 @njit(cache=True, nogil=True)
+def _rehashed(table: np.ndarray, hashes: np.ndarray, size: int) -> np.ndarray:
+    mask = np.uint64(table.size - 1)
+    for t in range(size):
+        s = hashes[t] & mask
+        while table[s] != _EMPTY:
+            s = (s + np.uint64(1)) & mask
+        table[s] = t
+    return table
+
+
+@njit(cache=True, nogil=True)
 def _insert(table: np.ndarray, hashes: np.ndarray, starts: np.ndarray, lens: np.ndarray,
-            stopmask: np.ndarray, arena: np.ndarray, arena_len: int, size: int,
-            data: np.ndarray, start: int, end: int, pretokenized: bool) -> tuple:
-    """The term's id, inserted when new; the grown state."""
-    h = _hash(data, start, end, pretokenized)
-    tid, slot = _find(table, hashes, starts, lens, arena, data, start, end, pretokenized, h)
-    if tid >= 0:
-        return tid, table, hashes, starts, lens, stopmask, arena, arena_len, size
-    if 2 * (size + 1) > table.size:  # keep the load under a half: rehash into twice the slots
-        table = np.full(2 * table.size, _EMPTY, dtype=np.int32)
-        mask = np.uint64(table.size - 1)
-        for t in range(size):
-            s = hashes[t] & mask
-            while table[s] != _EMPTY:
-                s = (s + np.uint64(1)) & mask
-            table[s] = t
-        free = h & mask
-        while table[free] != _EMPTY:
-            free = (free + np.uint64(1)) & mask
-        slot = np.int64(free)
-    tid = size
-    size += 1
-    hashes = _grown(hashes, size)
-    starts = _grown(starts, size)
-    lens = _grown(lens, size)
-    if stopmask.size < size:
-        old = stopmask.size
-        stopmask = _grown(stopmask, size)
-        stopmask[old:] = 0
+            stopmask: np.ndarray, arena: np.ndarray, counters: np.ndarray, data: np.ndarray,
+            start: int, end: int, pretokenized: bool, h: np.uint64, slot: int) -> int:
+    """Adds a term `_find` did not find (`slot`: where it said it would go): its id, or -1
+    when the vocabulary has no room for it (see `Vocabulary.grow`)."""
+    size = counters[0]
+    used = counters[1]
     length = end - start
-    arena = _grown(arena, arena_len + length)
+    if size + 1 > hashes.size or 2 * (size + 1) > table.size or used + length > arena.size:
+        return -1
     for i in range(length):
-        arena[arena_len + i] = _lower(data[start + i], pretokenized)
-    hashes[tid] = h
-    starts[tid] = arena_len
-    lens[tid] = length
-    stopmask[tid] = 0
-    arena_len += length
-    table[slot] = tid
-    return tid, table, hashes, starts, lens, stopmask, arena, arena_len, size
+        arena[used + i] = _lower(data[start + i], pretokenized)
+    hashes[size] = h
+    starts[size] = used
+    lens[size] = length
+    stopmask[size] = 0
+    table[slot] = size
+    counters[0] = size + 1
+    counters[1] = used + length
+    return size
 
 
 @njit(cache=True, nogil=True)
-def add_stopwords(state: tuple, data: np.ndarray, offsets: np.ndarray, bit: int) -> tuple:
-    """Adds the words (pretokenized, one a row) with language bit `bit` set in their mask."""
-    table, hashes, starts, lens, stopmask, arena, arena_len, size = state
-    for row in range(offsets.size - 1):
-        (tid, table, hashes, starts, lens, stopmask, arena, arena_len,
-         size) = _insert(table, hashes, starts, lens, stopmask, arena, arena_len, size, data,
-                         offsets[row], offsets[row + 1], True)
+def add_words(vocab: tuple, data: np.ndarray, offsets: np.ndarray, bit: int, row: int) -> int:
+    """Adds the words (pretokenized, one a row) from `row` on, with language bit `bit` set in
+    their mask: the row it stopped at for want of room (offsets.size - 1 when done)."""
+    table, hashes, starts, lens, stopmask, arena, counters = vocab
+    while row < offsets.size - 1:
+        i = offsets[row]
+        j = offsets[row + 1]
+        h = _hash(data, i, j, True)
+        tid, slot = _find(table, hashes, starts, lens, arena, data, i, j, True, h)
+        if tid < 0:
+            tid = _insert(table, hashes, starts, lens, stopmask, arena, counters, data, i, j,
+                          True, h, slot)
+            if tid < 0:
+                return row
         stopmask[tid] |= np.int64(1) << np.int64(bit)
-    return table, hashes, starts, lens, stopmask, arena, arena_len, size
+        row += 1
+    return row
 
 
 @njit(cache=True, nogil=True)
-def index_texts(state: tuple, data: np.ndarray, offsets: np.ndarray, pretokenized: np.ndarray,
-                langmask: np.ndarray, seen: np.ndarray, first_row: int) -> tuple:
-    """Terms of rows (text bytes `data`, row i at offsets[i]:offsets[i+1]): each row's count of
-    terms (stopwords of its language out, repeats counted) and its distinct term ids, in order
-    of first occurrence (`ids[row_ptr[i]:row_ptr[i+1]]`). New terms join the vocabulary.
+def index_texts(vocab: tuple, data: np.ndarray, offsets: np.ndarray, pretokenized: np.ndarray,
+                langmask: np.ndarray, seen: np.ndarray, first_row: int, row: int,
+                counts: np.ndarray, row_ptr: np.ndarray, ids: np.ndarray) -> int:
+    """Terms of rows (text bytes `data`, row i at offsets[i]:offsets[i+1]), from `row` on:
+    each row's count of terms (stopwords of its language out, repeats counted) in `counts`,
+    and its distinct term ids in order of first occurrence in `ids[row_ptr[i]:row_ptr[i+1]]`
+    (`ids`: room for every term of the rows). New terms join the vocabulary. Returns the row
+    it stopped at, the whole row undone, when the vocabulary had no room for a new term
+    (offsets.size - 1 when done).
 
-    `seen[id]` is the last row (numbered from `first_row`) that held the term: the caller keeps
-    it across calls (grown here), so that distinctness costs one comparison a term."""
-    table, hashes, starts, lens, stopmask, arena, arena_len, size = state
+    `seen[id]` is the last row (numbered from `first_row`) that held the term, kept across
+    calls (as large as the vocabulary's capacity), so that distinctness costs one comparison
+    a term."""
+    table, hashes, starts, lens, stopmask, arena, counters = vocab
     rows = offsets.size - 1
-    counts = np.zeros(rows, dtype=np.int64)
-    row_ptr = np.zeros(rows + 1, dtype=np.int64)
-    ids = np.empty(max(16, data.size // 2 + rows), dtype=np.int32)
-    n = 0
-    for row in range(rows):
+    n = row_ptr[row]
+    while row < rows:
         pre = pretokenized[row]
         mask = langmask[row]
         stamp = first_row + row
+        count = 0
         i = offsets[row]
         end = offsets[row + 1]
         while i < end:
@@ -210,32 +248,35 @@ def index_texts(state: tuple, data: np.ndarray, offsets: np.ndarray, pretokenize
             j = i
             while j < end and _is_term_byte(data[j], pre):
                 j += 1
-            (tid, table, hashes, starts, lens, stopmask, arena, arena_len,
-             size) = _insert(table, hashes, starts, lens, stopmask, arena, arena_len, size,
-                             data, i, j, pre)
+            h = _hash(data, i, j, pre)
+            tid, slot = _find(table, hashes, starts, lens, arena, data, i, j, pre, h)
+            if tid < 0:
+                tid = _insert(table, hashes, starts, lens, stopmask, arena, counters, data, i,
+                              j, pre, h, slot)
+                if tid < 0 or tid >= seen.size:  # no room: undo this row, say where
+                    for x in range(row_ptr[row], n):
+                        seen[ids[x]] = -1
+                    return row
             i = j
             if stopmask[tid] & mask:
                 continue
-            counts[row] += 1
-            if seen.size <= tid:
-                old = seen.size
-                seen = _grown(seen, tid + 1)
-                seen[old:] = -1
+            count += 1
             if seen[tid] != stamp:
                 seen[tid] = stamp
                 ids[n] = tid
                 n += 1
+        counts[row] = count
         row_ptr[row + 1] = n
-    state = (table, hashes, starts, lens, stopmask, arena, arena_len, size)
-    return state, counts, row_ptr, ids[:n].copy(), seen
+        row += 1
+    return row
 
 
 @njit(cache=True, nogil=True)
-def lookup_texts(state: tuple, data: np.ndarray, offsets: np.ndarray, pretokenized: np.ndarray,
+def lookup_texts(vocab: tuple, data: np.ndarray, offsets: np.ndarray, pretokenized: np.ndarray,
                  langmask: np.ndarray) -> tuple:
     """Each row's distinct known terms (stopwords of its language out), sorted by id: the rows'
     CSR (row_ptr, ids). Terms the vocabulary lacks are left out (they match nothing)."""
-    table, hashes, starts, lens, stopmask, arena, _, _ = state
+    table, hashes, starts, lens, stopmask, arena, _ = vocab
     rows = offsets.size - 1
     row_ptr = np.zeros(rows + 1, dtype=np.int64)
     ids = np.empty(max(16, data.size // 2 + rows), dtype=np.int32)
@@ -274,6 +315,34 @@ def lookup_texts(state: tuple, data: np.ndarray, offsets: np.ndarray, pretokeniz
 
 
 @njit(cache=True, nogil=True)
+def merge_rows(row_ptr: np.ndarray, ids: np.ndarray, counts: np.ndarray, group: np.ndarray,
+               n_groups: int, seen: np.ndarray) -> tuple:
+    """Rows' terms (CSR row_ptr, ids; `counts`: each row's term count) merged into groups
+    (`group[row]`): each group's term count (the sum) and distinct ids, as a CSR. `seen` is
+    scratch as large as the vocabulary."""
+    order = np.argsort(group, kind="mergesort")
+    totals = np.zeros(n_groups, dtype=np.int64)
+    ptr = np.zeros(n_groups + 1, dtype=np.int64)
+    out = np.empty(ids.size, dtype=np.int32)
+    seen[:] = -1
+    n = 0
+    at = 0
+    for g in range(n_groups):
+        while at < order.size and group[order[at]] == g:
+            row = order[at]
+            totals[g] += counts[row]
+            for p in range(row_ptr[row], row_ptr[row + 1]):
+                t = ids[p]
+                if seen[t] != g:
+                    seen[t] = g
+                    out[n] = t
+                    n += 1
+            at += 1
+        ptr[g + 1] = n
+    return totals, ptr, out[:n].copy()
+
+
+@njit(cache=True, nogil=True)
 def transpose(row_ptr: np.ndarray, ids: np.ndarray, n_ids: int) -> tuple:
     """The (row -> ids) CSR as (id -> rows), rows ascending within each id."""
     counts = np.zeros(n_ids + 1, dtype=np.int64)
@@ -305,6 +374,12 @@ def _top_one(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.
              out_ids: np.ndarray, out_scores: np.ndarray, out_keys: np.ndarray,
              out_at: np.ndarray, out_zero: np.ndarray, out_len: np.ndarray) -> None:
     n_chunks = acc.size
+    total = 0
+    for p in range(q_ptr[q], q_ptr[q + 1]):
+        total += t_ptr[q_ids[p] + 1] - t_ptr[q_ids[p]]
+    # Few postings: note each chunk as it is first met. Many (frequent terms): count blindly,
+    # then one pass over the candidate range picks the chunks met (no branch per posting).
+    sparse = 8 * total < hi - lo
     n_touched = 0
     for p in range(q_ptr[q], q_ptr[q + 1]):
         t = q_ids[p]
@@ -314,19 +389,27 @@ def _top_one(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.
             a = a + np.searchsorted(t_idx[a:b], lo)
         if hi < n_chunks:
             b = a + np.searchsorted(t_idx[a:b], hi)
-        for x in range(a, b):
-            c = t_idx[x]
-            if acc[c] == 0:
-                touched[n_touched] = c
-                n_touched += 1
-            acc[c] += 1
+        if sparse:
+            for x in range(a, b):
+                c = t_idx[x]
+                if acc[c] == 0:
+                    touched[n_touched] = c
+                    n_touched += 1
+                acc[c] += 1
+        else:
+            for x in range(a, b):
+                acc[t_idx[x]] += 1
+    if not sparse:
+        for c in range(lo, hi):
+            touched[n_touched] = c
+            n_touched += acc[c] != 0
     # the top_k by (key desc, chunk asc): a heap whose root is the worst kept
     hk = out_keys[q]
     hc = out_ids[q]
     size = 0
     for x in range(n_touched):
         c = touched[x]
-        key = keytab[acc[c] * width + n_index[c]]
+        key = keytab[np.int64(acc[c]) * width + n_index[c]]
         if size < top_k:
             i = size
             size += 1
@@ -369,7 +452,7 @@ def _top_one(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.
         if n_touched > size:  # only the lowest chosen key can tie with a chunk left out
             for x in range(n_touched):
                 c = touched[x]
-                if keytab[acc[c] * width + n_index[c]] == lowest:
+                if keytab[np.int64(acc[c]) * width + n_index[c]] == lowest:
                     at_lowest += 1
         else:
             for x in range(size):
@@ -403,8 +486,11 @@ def _top_one(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.
                 filled += 1
             c += 1
     out_len[q] = filled
-    for x in range(n_touched):
-        acc[touched[x]] = 0
+    if sparse:
+        for x in range(n_touched):
+            acc[touched[x]] = 0
+    else:
+        acc[lo:hi] = 0
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -423,7 +509,7 @@ def top_k_all(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np
     out_zero = np.zeros((n_q, top_k), dtype=np.bool_)
     out_len = np.zeros(n_q, dtype=np.int64)
     for block in prange(blocks):
-        acc = np.zeros(n_chunks, dtype=np.int32)
+        acc = np.zeros(n_chunks, dtype=np.uint16)  # matched terms: the caller checks < 2**16
         touched = np.empty(n_chunks, dtype=np.int32)
         for q in range(block, n_q, blocks):
             _top_one(q_ptr, q_ids, t_ptr, t_idx, q, lo[q], hi[q], top_k, sqrt_terms, n_index,

@@ -167,14 +167,14 @@ def compute_local(sentences_lf: Any, query_frame: Any, sweep: Sweep,
     """Every setting's result table (RESULT_SCHEMA), on this machine: per chunk size one
     chunking, per (chunk size, scorer) one index and one scoring at the largest top-k, then
     one merge per top-k."""
-    from fragbench.collection import chunk_collection, merge_tops, shard_tops
+    from fragbench.collection import local_chunks, local_tops, merge_tops
 
     largest = max(sweep.top_ks)
     results = {}
     for size in sweep.chunk_sizes:
-        chunks = chunk_collection(sentences_lf, size)
+        chunks, rows = local_chunks(sentences_lf, size, [scorers[n] for n in sweep.scorers])
         for name in sweep.scorers:
-            tops = shard_tops(chunks, query_frame, largest, scorers[name])
+            tops = local_tops(sentences_lf, chunks, rows, query_frame, largest, scorers[name])
             for k in sweep.top_ks:
                 results[(size, k, name)] = merge_tops([tops], query_frame["query"], k)
         del chunks

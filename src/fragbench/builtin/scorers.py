@@ -27,7 +27,8 @@ result."""
 KEY_TABLE_LIMIT = 1 << 24
 """At most this many (matched terms, chunk term count) pairs in `collection_top_k`'s table of
 tie keys; a run that would need more (queries of thousands of distinct terms against chunks of
-thousands of distinct lengths) goes the sparse way (`collection_scores`)."""
+thousands of distinct lengths), or a query of 65,536 distinct terms or more (the kernel counts
+in 16 bits), goes the sparse way (`collection_scores`)."""
 
 
 class _Index:
@@ -58,17 +59,16 @@ class _Index:
             shape=(self.term_ptr.size - 1, self.n_terms.size))
 
 
-def _text_bytes(frame: pl.DataFrame) -> tuple[Any, Any, Any, Any]:
-    """The texts of `frame` (lang, text) as bytes for `fragbench.collection_kernels`: (data,
-    offsets, pretokenized, language masks).
+def _text_bytes(texts: pl.Series) -> tuple[Any, Any, Any]:
+    """Texts as bytes for `fragbench.collection_kernels`: (data, offsets, pretokenized).
 
     ASCII texts go as they are (the kernel lowercases and splits them: for ASCII that is the
     whole rule, as in `_term_lists`); any other text is normalized and split here by the rule's
     expressions and goes as its terms joined by spaces (`pretokenized`). A text is ASCII when
-    it has as many bytes as characters."""
+    it has as many bytes as characters; a missing text has no term."""
     import numpy as np
 
-    texts = frame["text"].fill_null("")
+    texts = texts.fill_null("")
     unicode = texts.str.len_bytes() != texts.str.len_chars()
     if unicode.any():
         rows = unicode.arg_true()
@@ -79,9 +79,14 @@ def _text_bytes(frame: pl.DataFrame) -> tuple[Any, Any, Any, Any]:
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     data = np.frombuffer(texts.str.join("").cast(pl.Binary).item(), dtype=np.uint8)
+    return data, offsets, unicode.to_numpy()
+
+
+def _lang_masks(langs: pl.Series) -> Any:
+    """Each language's stopword bit (that of its list in `STOPWORDS`; 0: a language with no
+    list)."""
     bits = {lang: 1 << bit for bit, lang in enumerate(STOPWORDS)}
-    masks = frame["lang"].replace_strict(bits, default=0, return_dtype=pl.Int64)
-    return data, offsets, unicode.to_numpy(), masks.fill_null(0).to_numpy()
+    return langs.replace_strict(bits, default=0, return_dtype=pl.Int64).fill_null(0).to_numpy()
 
 
 def _vocabulary() -> Any:
@@ -129,8 +134,10 @@ class SqrtLexical:
         counts, pointers, ids = [], [np.zeros(1, dtype=np.int64)], []
         done = 0
         for start in range(0, chunks.height, INDEX_SLICE):
-            data, offsets, pre, masks = _text_bytes(chunks.slice(start, INDEX_SLICE))
-            count, row_ptr, found, seen = vocab.index(data, offsets, pre, masks, seen, start)
+            part = chunks.slice(start, INDEX_SLICE)
+            data, offsets, pre = _text_bytes(part["text"])
+            count, row_ptr, found, seen = vocab.index(data, offsets, pre,
+                                                      _lang_masks(part["lang"]), seen, start)
             counts.append(count)
             pointers.append(row_ptr[1:] + done)
             ids.append(found)
@@ -142,6 +149,50 @@ class SqrtLexical:
         term_ptr, term_chunks = kernels.transpose(row_ptr, chunk_terms, vocab.size)
         return _Index(vocab, term_ptr, term_chunks, n_terms)
 
+    def collection_index_sentences(self, texts: Any, chunk_of_row: Any, chunk_langs: pl.Series
+                                   ) -> _Index:
+        """The index `collection_index` gives for chunks whose text is their sentences joined
+        by spaces, without joining them: `texts` yields the sentences' text (Series) in input
+        order, batch after batch; `chunk_of_row[row]` is the chunk (0..n-1) of input row
+        `row`; `chunk_langs[c]` the language of chunk c (its stopwords are dropped from its
+        sentences).
+
+        The same terms: a space ends every term and the rule's steps never reach across one
+        (NFKD reorders marks only up to a starter, and a final sigma is decided within the
+        word), so the terms of the joined text are the terms of its sentences, one after the
+        other; a chunk's term count and distinct terms do not depend on their order."""
+        import numpy as np
+
+        from fragbench import collection_kernels as kernels
+
+        vocab = _vocabulary()
+        seen = np.full(vocab.hashes.size, -1, dtype=np.int64)
+        chunk_masks = _lang_masks(chunk_langs)
+        counts, pointers, ids = [], [np.zeros(1, dtype=np.int64)], []
+        done = start = 0
+        for batch in texts:
+            rows = chunk_of_row[start:start + len(batch)]
+            data, offsets, pre = _text_bytes(batch)
+            count, row_ptr, found, seen = vocab.index(data, offsets, pre, chunk_masks[rows],
+                                                      seen, start)
+            counts.append(count)
+            pointers.append(row_ptr[1:] + done)
+            ids.append(found)
+            done += found.size
+            start += len(batch)
+        row_counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+        row_ptr = np.concatenate(pointers)
+        row_terms = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
+        del ids, pointers, counts
+        if seen.size < vocab.size:
+            seen = np.full(vocab.size, -1, dtype=np.int64)
+        n_terms, chunk_ptr, chunk_terms = kernels.merge_rows(
+            row_ptr, row_terms, row_counts, np.asarray(chunk_of_row, dtype=np.int64),
+            len(chunk_langs), seen)
+        del row_terms, row_ptr, row_counts
+        term_ptr, term_chunks = kernels.transpose(chunk_ptr, chunk_terms, vocab.size)
+        return _Index(vocab, term_ptr, term_chunks, n_terms)
+
     def collection_queries(self, index: _Index, queries: pl.DataFrame) -> Any:
         """All the queries' distinct terms at once, as a binary query x term CSR matrix
         (`queries`: lang, text; a term the collection lacks can match nothing)."""
@@ -150,8 +201,9 @@ class SqrtLexical:
 
         from fragbench import collection_kernels as kernels
 
-        data, offsets, pre, masks = _text_bytes(queries)
-        row_ptr, ids = kernels.lookup_texts(index.vocab.arrays(), data, offsets, pre, masks)
+        data, offsets, pre = _text_bytes(queries["text"])
+        row_ptr, ids = kernels.lookup_texts(index.vocab.arrays(), data, offsets, pre,
+                                            _lang_masks(queries["lang"]))
         return sparse.csr_matrix((np.ones(ids.size, dtype=np.int32), ids, row_ptr),
                                  shape=(queries.height, index.vocab.size))
 
@@ -183,7 +235,7 @@ class SqrtLexical:
 
         lengths, n_index = np.unique(index.n_terms, return_inverse=True)
         most = int(np.diff(queries.indptr).max()) if queries.shape[0] else 0
-        if (most + 1) * len(lengths) > KEY_TABLE_LIMIT:
+        if (most + 1) * len(lengths) > KEY_TABLE_LIMIT or most >= 1 << 16:
             return None
         roots = np.sqrt(lengths.astype(np.float64))
         matched = np.arange(most + 1, dtype=np.float64)[:, None]
