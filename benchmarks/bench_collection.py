@@ -124,13 +124,15 @@ def build_corpus(n_sentences: int, n_queries: int, seed: int, shuffle: bool, fol
     # passages: 3 to 12 sentences; a few are one stopword-only sentence (a chunk with no term)
     lengths: list[int] = []
     empty_passage: list[bool] = []
-    while sum(lengths) < n_sentences:
+    total = 0  # a running sum: summing the list at every passage was quadratic
+    while total < n_sentences:
         if rng.random() < 0.003:
             lengths.append(1)
             empty_passage.append(True)
         else:
             lengths.append(int(rng.integers(3, 13)))
             empty_passage.append(False)
+        total += lengths[-1]
     lengths[-1] -= sum(lengths) - n_sentences
     n_passages = len(lengths)
     passage_lang = np.where(rng.random(n_passages) < 0.6, "en", "fr")
