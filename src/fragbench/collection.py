@@ -120,25 +120,41 @@ def chunk_collection(sentences: pl.LazyFrame, chunk_size: int) -> pl.DataFrame:
 def chunk_plan(sentences: pl.LazyFrame, chunk_size: int) -> tuple[pl.DataFrame, np.ndarray]:
     """`chunk_collection`'s chunks without their text (chunk_id, passage, chunk, lang, first),
     and the chunk of each input row, in input order: what a scorer with
-    `collection_index_sentences` needs, read from the small columns alone."""
-    rows = sentences.select("passage", "position", "lang").with_row_index("_row").collect()
-    order = (rows.group_by("passage").agg(pl.col("_row").min().alias("first"),
-                                          pl.col("lang").first().alias("lang"))
-             .sort("first"))
-    placed = (rows.select("passage", "position", "_row").join(order, on="passage")
-              .sort("first", "position", "_row")
-              .with_columns((pl.int_range(pl.len()).over("first") // chunk_size)
-                            .cast(pl.Int64).alias("chunk")))
+    `collection_index_sentences` needs, read from the small columns alone.
+
+    The same chunks: a passage's `first` is its first input row (so its language is that
+    row's), its sentences ordered by (position, input row), a chunk every `chunk_size` of
+    them; chunks numbered in order of (first, chunk)."""
+    rows = sentences.select("passage", "position").with_row_index("_row").collect()
+    first = rows.select(pl.col("_row").min().over("passage")).to_series().to_numpy()
+    first = first.astype(np.int64)
+    position = rows["position"].to_numpy()
     del rows
-    # Sorted by (first, chunk), a chunk's rows are consecutive: it starts where (first,
-    # chunk) changes, and the running count of starts numbers the chunks in collection order.
-    starts = ((pl.col("first") != pl.col("first").shift(1))
-              | (pl.col("chunk") != pl.col("chunk").shift(1))).fill_null(True)
-    placed = placed.with_columns((starts.cum_sum() - 1).cast(pl.Int64).alias("chunk_id"))
-    chunk_of_row = np.empty(placed.height, dtype=np.int64)
-    chunk_of_row[placed["_row"].to_numpy()] = placed["chunk_id"].to_numpy()
-    chunks = (placed.filter(starts)
-              .select("chunk_id", "passage", "chunk", "lang", pl.col("first").cast(pl.Int64)))
+    # Sorted by (first, position, input row): each passage's sentences, in order.
+    order = np.lexsort((np.arange(len(first)), position, first))
+    del position
+    sorted_first = first[order]
+    starts = np.flatnonzero(np.r_[True, sorted_first[1:] != sorted_first[:-1]])
+    sizes = np.diff(np.r_[starts, len(order)])
+    rank = np.arange(len(order)) - np.repeat(starts, sizes)  # place in its passage
+    chunk = rank // chunk_size
+    del rank
+    new = np.r_[True, (sorted_first[1:] != sorted_first[:-1]) | (chunk[1:] != chunk[:-1])]
+    chunk_id = np.cumsum(new) - 1
+    chunk_of_row = np.empty(len(order), dtype=np.int64)
+    chunk_of_row[order] = chunk_id
+    heads = np.flatnonzero(new)
+    chunk_first = sorted_first[heads]
+    del sorted_first, order, chunk_id
+    head_rows = pl.Series(chunk_first)
+    small = sentences.select("passage", "lang").collect()
+    chunks = pl.DataFrame({
+        "chunk_id": np.arange(len(heads), dtype=np.int64),
+        "passage": small["passage"].gather(head_rows),
+        "chunk": chunk[heads].astype(np.int64),
+        "lang": small["lang"].gather(head_rows),
+        "first": chunk_first.astype(np.int64),
+    })
     return chunks, chunk_of_row
 
 
