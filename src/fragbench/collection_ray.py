@@ -12,10 +12,12 @@ How a run goes (docs/scale.md says what each step costs):
 2. The queries are put in Ray's object store once (`ray.put`) and every task gets that one
    reference.
 3. A task per (shard, chunk size): reads its shard's file, restores the input order from
-   `_row` (a file's row order is not trusted), chunks it once (`chunk_collection`), and per
-   scorer builds the shard's index and returns only its `shard_tops` at the sweep's largest
-   top-k (at most k rows per query) with the index's size in bytes. With restricted queries
-   (a `passage` column) a shard scores only the queries of its own passages.
+   `_row` (a file's row order is not trusted), chunks it once and per scorer builds the
+   shard's index as the local engine does a whole collection (`local_chunks`, `local_tops`),
+   maps each chunk's `first` to the input's row index, and returns only the shard's tops at
+   the sweep's largest top-k (at most k rows per query, TOPS_SCHEMA) with the index's size in
+   bytes. With restricted queries (a `passage` column) a shard scores only the queries of its
+   own passages.
 4. The driver merges (`merge_tops`) each (chunk size, scorer)'s tops once per top-k.
 
 A scorer runs on shards only if its modes list `sharded`: it declares that a chunk's score
@@ -201,64 +203,74 @@ def shard_task(path: str, shard: int, chunk_size: int, scorer_names: list[str], 
                queries: Any) -> dict[str, Any]:
     """One shard at one chunk size, in a Ray worker: chunked once, then per scorer its index,
     its tops at `top_k` (TOPS_SCHEMA, `query` the row of the whole query frame) and the
-    index's bytes."""
+    index's bytes.
+
+    The shard is chunked and indexed as the local engine does a whole collection
+    (`local_chunks`, `local_tops`: the sentences indexed without joining the chunks' text when
+    the scorers can), on the shard's rows in input order; each chunk's `first` is then the
+    input's row index of its passage's first sentence, and `shard` this shard's number, which
+    is all the merge needs to order and count across shards."""
     import polars as pl
 
-    from fragbench.collection import chunk_collection
+    from fragbench.collection import local_chunks, local_tops
     from fragbench.plugins import registry
 
     began = time.perf_counter()
-    lf = pl.scan_parquet(path).sort("_row")  # the input order, whatever the file's
-    chunks = chunk_collection(lf, chunk_size)
-    # `first` from the input's row index, so that (first, chunk) orders chunks across shards.
-    firsts = lf.group_by("passage").agg(pl.col("_row").min().cast(pl.Int64).alias("first"))
-    chunks = (chunks.drop("first").join(firsts.collect(), on="passage", how="left",
-                                        maintain_order="left")
-              .sort("first", "chunk").drop("chunk_id").with_row_index("chunk_id")
-              .select("chunk_id", "passage", "chunk", "lang", "text", "first"))
-    chosen = queries
-    rows = None
+    frame = pl.read_parquet(path).sort("_row")  # the input order, whatever the file's
+    input_rows = frame["_row"].to_numpy()
+    sentences = frame.drop("_row").lazy()
+    scorers = [registry().get("scorer", name) for name in scorer_names]
+    chunks, chunk_of_row = local_chunks(sentences, chunk_size, scorers)
+    # `first` as numbered in this shard -> the input's row index, so that (first, chunk)
+    # orders chunks across shards as in the whole collection.
+    chunks = chunks.with_columns(pl.Series("first", input_rows[chunks["first"].to_numpy()],
+                                           dtype=pl.Int64))
+    chosen, rows = queries, None
     if "passage" in queries.columns:  # restricted: only the queries of this shard's passages
         mine = queries.with_row_index("_q").filter(
             pl.col("passage").is_in(chunks["passage"].unique().implode()))
         chosen, rows = mine.drop("_q"), mine["_q"]
     tops: dict[str, Any] = {}
     sizes: dict[str, int] = {}
-    for name in scorer_names:
-        scorer = registry().get("scorer", name)
+    for name, scorer in zip(scorer_names, scorers, strict=True):
         if chosen.height == 0 or chunks.height == 0:
             tops[name], sizes[name] = None, 0
             continue
-        found, sizes[name] = _measured_tops(chunks, chosen, top_k, scorer, shard)
+        with _measured(scorer) as built:
+            found = local_tops(sentences, chunks, chunk_of_row, chosen, top_k, scorer)
+        sizes[name] = max(built, default=0)
+        found = found.with_columns(pl.lit(shard, dtype=pl.Int32).alias("shard"))
         if rows is not None:
             found = found.with_columns(rows.gather(found["query"]).alias("query"))
         tops[name] = found
     return {"shard": shard, "chunk_size": chunk_size, "tops": tops, "index_bytes": sizes,
-            "sentences": lf.select(pl.len()).collect().item(), "chunks": chunks.height,
+            "sentences": frame.height, "chunks": chunks.height,
             "seconds": time.perf_counter() - began}
 
 
-def _measured_tops(chunks: Any, queries: Any, top_k: int, scorer: Any, shard: int
-                   ) -> tuple[Any, int]:
-    """`shard_tops`, and the bytes of the index it built: the scorer's `collection_index` is
-    wrapped on this instance for the call (the same object, so errors still name the plugin
+@contextlib.contextmanager
+def _measured(scorer: Any) -> Iterator[list[int]]:
+    """The bytes of each index the scorer builds within the block: its index methods are
+    wrapped on this instance for the block (the same object, so errors still name the plugin
     as the registry knows it), then restored."""
-    from fragbench.collection import shard_tops
-
     built: list[int] = []
-    own = scorer.collection_index
+    wrapped = [n for n in ("collection_index", "collection_index_sentences")
+               if hasattr(scorer, n) and n not in vars(scorer)]
 
-    def measured(frame: Any) -> Any:
-        index = own(frame)
-        built.append(_index_bytes(index))
-        return index
+    def wrap(own: Any) -> Any:
+        def measured(*args: Any) -> Any:
+            index = own(*args)
+            built.append(_index_bytes(index))
+            return index
+        return measured
 
-    scorer.collection_index = measured
+    for name in wrapped:
+        setattr(scorer, name, wrap(getattr(scorer, name)))
     try:
-        found = shard_tops(chunks, queries, top_k, scorer, shard)
+        yield built
     finally:
-        del scorer.collection_index
-    return found, max(built, default=0)
+        for name in wrapped:
+            delattr(scorer, name)
 
 
 def compute_ray(sentences_lf: Any, query_frame: Any, sweep: Any, scorers: dict[str, Any], *,
