@@ -134,3 +134,21 @@ def test_per_passage_mode_refuses_a_sweep(tmp_path: Path) -> None:
     [line] = error_lines(ran.stderr)
     assert "collection mode" in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_local_engine_imports_no_ray(inputs: tuple[Path, Path], tmp_path: Path) -> None:
+    """A process of its own (what a process imports is under test): a local sweep runs, and
+    Ray is never imported."""
+    import subprocess
+    import sys
+
+    from conftest import process_env
+
+    script = ("import sys\nfrom typer.testing import CliRunner\nfrom fragbench.cli import app\n"
+              "ran = CliRunner().invoke(app, sys.argv[1:])\n"
+              "print(ran.exit_code, 'ray' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script, *collection_args(inputs)[0:5],
+                           "--chunk-size", "2,3", "--out", str(tmp_path / "out")],
+                          env=process_env(), capture_output=True, text=True, check=False)
+    assert done.stdout.split() == ["0", "False"], done.stderr
+    assert len(list((tmp_path / "out").glob("*.parquet"))) == 2
