@@ -31,7 +31,15 @@ import polars as pl
 import pytest
 from conftest import CANARY_KEY, PATIENCE, ROOT, error_lines, process_env, refreeze, run_cli
 from loopback import Action, Handler, Server, http_error, ok
-from test_sigkill import killed_mid_run
+from test_sigkill import (
+    blocked_on_ledger,
+    journal_has,
+    kill,
+    killed_mid_run,
+    launch,
+    ledger_held,
+    wait_until,
+)
 
 from fragbench.collect import BudgetBook, collect
 from fragbench.config import Concurrency, load_experiment
@@ -485,28 +493,24 @@ def test_two_processes_on_one_budget_with_calls_in_flight_never_cross_the_ceilin
 # -- Processes under test: SIGKILL, SIGINT ----------------------------------------------------
 
 def test_sigkill_with_calls_in_flight(experiment: Path, server: Server) -> None:
-    """As tests/test_sigkill.py, with eight calls in flight: after a kill at a random point the
-    ledger counts every reserved call, the journal reads back, `measure` rebuilds, and no
-    request went out without its reservation on disk."""
+    """As tests/test_sigkill.py, with eight calls in flight, at two chosen points and two random
+    ones: the eight sent and held by the server; the eight answered while another run holds the
+    ledger's lock (bodies and a first outcome journaled, the ledger not yet told); then a
+    random instant after a random answer. Each time the ledger counts every reserved call, the
+    journal reads back, `measure` rebuilds, and no request went out without its reservation on
+    disk."""
     with_in_flight(experiment)
     reserved = schedule_reservations(experiment)
-    rng = random.Random(20261216)
-    env = process_env(BILLED_ENV | {"OPENAI_BASE_URL": server.base_url})
     ledger = ledger_path("protocol-1.0-openai")
     budget = load_experiment(experiment).budget
-    mid_run = 0
-    trials = 8
-    for trial in range(trials):
-        ledger.unlink(missing_ok=True)
-        with server.lock:
-            server.requests.clear()
-        out = experiment.parent.parent / f"outputs-{trial}"
-        received, series_dir, records = killed_mid_run(experiment, out, env, server, rng,
-                                                       PATIENCE)
-        mid_run += 0 < received < 72
+
+    def check(out: Path) -> list[dict[str, Any]]:
+        series_dir = out / "protocol-1.0" / "openai"
+        records = read_journal(series_dir / "journal.jsonl")
         reserves = [r for r in records if r["type"] == "reserve"]
         outcomes = {r["call_id"]: r for r in records if r["type"] == "outcome"}
-        assert len(reserves) >= received, (trial, len(reserves), received)
+        with server.lock:
+            assert len(reserves) >= len(server.requests), (len(reserves), len(server.requests))
         floor = sum((Decimal(outcomes[r["call_id"]]["cost_usd"]) if r["call_id"] in outcomes
                      else reserved[r["call_id"]] for r in reserves), Decimal(0))
         loaded = Ledger(ledger, budget).load()
@@ -520,7 +524,51 @@ def test_sigkill_with_calls_in_flight(experiment: Path, server: Server) -> None:
         calls = pl.read_parquet(series_dir / "calls.parquet")
         assert calls.filter(pl.col("status") != "not_sent").height == len(reserves)
         check_ceiling(experiment)
-    assert mid_run >= trials // 2
+        return records
+
+    def fresh(name: str, action: Action) -> Path:
+        ledger.unlink(missing_ok=True)
+        server.reset()
+        server.default = action
+        return experiment.parent.parent / f"outputs-{name}"
+
+    # Eight sent and held: eight reservations on disk, none answered, all counted whole.
+    gate = threading.Event()
+    out = fresh("held", after(gate, ok()))
+    proc = launch(experiment, out, server)
+    wait_until("eight calls at the server", lambda: len(server.requests) >= IN_FLIGHT, proc)
+    kill(proc)
+    gate.set()
+    records = check(out)
+    assert sum(r["type"] == "reserve" for r in records) == IN_FLIGHT
+    assert not [r for r in records if r["type"] in ("received", "outcome")]
+    assert set(Ledger(ledger, budget).load().series_calls(uid_of(
+        out / "protocol-1.0" / "openai")).values()) == {None}
+
+    # Eight answered while another run holds the ledger's lock: the bodies (journaled by the
+    # calls' threads) and the first outcome are in the journal; the ledger still counts all
+    # eight at their reservations.
+    gate = threading.Event()
+    out = fresh("answered", after(gate, ok()))
+    series_dir = out / "protocol-1.0" / "openai"
+    proc = launch(experiment, out, server)
+    wait_until("eight calls at the server", lambda: len(server.requests) >= IN_FLIGHT, proc)
+    with ledger_held(ledger):
+        gate.set()
+        wait_until("an outcome journaled, or the run waiting for the ledger",
+                   lambda: journal_has(series_dir, "outcome") or blocked_on_ledger(proc), proc)
+        kill(proc)
+    records = check(out)
+    assert len(server.requests) == IN_FLIGHT
+    assert sum(r["type"] == "outcome" for r in records) >= 1
+    assert set(Ledger(ledger, budget).load().series_calls(uid_of(series_dir)).values()) == {None}
+
+    rng = random.Random(20261216)
+    for trial in range(2):
+        out = fresh(f"random-{trial}", ok())
+        received, _, records = killed_mid_run(experiment, out, server, rng)
+        assert received > 0
+        check(out)
 
 
 def test_sigint_with_calls_in_flight_awaits_and_records_them_all(

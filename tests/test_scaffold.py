@@ -1,6 +1,7 @@
 """`fragbench new` (issue 15, item 5): each kind's package, generated through the real CLI,
-installs (uv, offline, into a private folder, as tests/walkthrough.py does) and passes its own
-tests as written, in a pytest process of its own; `fragbench plugins` then lists it. So does a
+installs (uv, offline, into a private folder, as tests/walkthrough.py does; all in one uv call)
+and passes its own tests as written, in a pytest process apart from the suite's (one for all
+the packages); `fragbench plugins` then lists it. So does a
 package under a name whose CamelCase is a name the templates import, or a keyword. The
 generated README's commands, followed as a reader would from a checkout, work. Bad names, an
 existing folder and a write that fails leave nothing behind."""
@@ -13,6 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from conftest import ROOT, error_lines, process_env, run_cli, run_process
@@ -61,19 +63,43 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return root, site
 
 
+@pytest.fixture(scope="module")
+def tested(generated: tuple[Path, Path]) -> dict[str, dict[str, str]]:
+    """Every package's tests, as written, run by one pytest process (not one per package: each
+    would pay interpreter start-up and fragbench's imports again, the cost that grows most on
+    a busy machine) with only the installed copies importable (src/ is not on the path) and
+    the kit's pytest plugin: test file name -> test name -> outcome, from pytest's JUnit XML
+    report. The README's own `pytest`, run from a package's folder, is followed in
+    test_the_readme_commands_work_as_written."""
+    root, site = generated
+    report = root / "junit.xml"
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+                          f"--junitxml={report}",
+                          *[str(root / f"fragbench-{name}" / "tests") for _, name in PACKAGES]],
+                         cwd=root, env=process_env({"PYTHONPATH": str(site)}),
+                         capture_output=True, text=True, check=False)
+    assert report.is_file(), ran.stdout + ran.stderr
+    outcomes: dict[str, dict[str, str]] = {}
+    for case in ElementTree.parse(report).iter("testcase"):
+        kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+        detail = "".join(child.get("message", "") + (child.text or "") for child in case)
+        module = case.get("classname", "").rsplit(".", 1)[-1]
+        outcomes.setdefault(module, {})[case.get("name", "")] = \
+            (kinds[0] + ": " + detail) if kinds else "passed"
+    return outcomes
+
+
 @pytest.mark.parametrize(("kind", "name"), PACKAGES, ids=[name for _, name in PACKAGES])
 def test_a_new_package_installs_and_passes_its_own_tests(generated: tuple[Path, Path],
+                                                         tested: dict[str, dict[str, str]],
                                                          kind: str, name: str) -> None:
     root, site = generated
-    package = root / f"fragbench-{name}"
-    # From the package's folder, with only the installed copy importable (src/ is not on the
-    # path): its tests run against what was installed, with the kit's pytest plugin.
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-rs"], cwd=package, env=process_env({"PYTHONPATH": str(site)}),
-                         capture_output=True, text=True, check=False)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert f"{TESTS[kind]} passed" in ran.stdout and "skipped" not in ran.stdout, ran.stdout
     module = f"fragbench_{name.replace('-', '_')}"
+    [test_file] = (root / f"fragbench-{name}" / "tests").glob("test_*.py")
+    # Its tests ran against what was installed, and all passed, none skipped.
+    results = tested.get(test_file.stem, {})
+    assert len(results) == TESTS[kind], (test_file, results)
+    assert set(results.values()) == {"passed"}, results
     assert (site / module / "__init__.py").is_file()
 
 
