@@ -155,7 +155,8 @@ def retrieve(
              "value or a list) instead of --chunk-size, --top-k and --scorer.")] = None,
     engine: Annotated[str, typer.Option(
         help="With --collection: local (this process) or ray (shards of whole passages on "
-             "a Ray cluster; needs fragbench[ray]). Both give the same tables.")] = "local",
+             "a Ray cluster; needs Ray, the extra named ray). Both give the same "
+             "tables.")] = "local",
     ray_address: Annotated[str | None, typer.Option(
         help="With --engine ray: a running cluster's HOST:PORT (or ray://HOST:PORT, auto). "
              "Without it, a local Ray cluster is started for the run and stopped after.")]
@@ -168,8 +169,8 @@ def retrieve(
              "a run where a shard's index exceeds it is refused.")] = None,
     work_dir: Annotated[Path | None, typer.Option(
         help="With --engine ray: where the shard files are written (default: a temporary "
-             "folder; on several machines, a folder every node reads at the same path). "
-             "Removed after the run.")] = None,
+             "folder; on several machines, a folder every node reads at the same path); "
+             "the files are removed after the run.")] = None,
 ) -> None:
     """Chunk, score and select, per passage or over a whole collection.
 
