@@ -167,11 +167,16 @@ def test_a_vocabulary_larger_than_its_first_capacity_grows_exactly() -> None:
     assert (index.n_terms == 12).all()
 
 
-def test_sentences_index_equals_the_joined_chunks_index() -> None:
+@pytest.mark.parametrize("in_order", [False, True])
+def test_sentences_index_equals_the_joined_chunks_index(in_order: bool) -> None:
     """`collection_index_sentences` on the sentences gives `collection_index`'s index of the
     joined chunks: the same terms, postings and term counts (Unicode included: NFKD, marks,
-    a final sigma at a sentence's end, a mark opening a sentence, missing text)."""
+    a final sigma at a sentence's end, a mark opening a sentence, missing text), whether
+    the file holds each passage's sentences together and in order (a chunk's terms gathered
+    as it is read) or scattered (each sentence's kept, then merged)."""
     sentences, _ = collection(3, passages=120, queries=0, restricted=False)
+    if in_order:
+        sentences = sentences.sort(pl.col("passage").str.slice(1).cast(pl.Int64), "position")
     chunks = coll.chunk_collection(sentences.lazy(), 3)
     plan, chunk_of_row = coll.chunk_plan(sentences.lazy(), 3)
     assert plan.equals(chunks.drop("text"))

@@ -117,49 +117,61 @@ def chunk_collection(sentences: pl.LazyFrame, chunk_size: int) -> pl.DataFrame:
     )
 
 
+SLICE = 131_072
+"""Input rows read at once when the text is streamed (`chunk_plan`, `_text_batches`)."""
+
+
 def chunk_plan(sentences: pl.LazyFrame, chunk_size: int) -> tuple[pl.DataFrame, np.ndarray]:
     """`chunk_collection`'s chunks without their text (chunk_id, passage, chunk, lang, first),
     and the chunk of each input row, in input order: what a scorer with
-    `collection_index_sentences` needs, read from the small columns alone.
+    `collection_index_sentences` needs, read from the small columns alone, `SLICE` rows at a
+    time for the passage ids (interned by compiled loops, `fragbench.collection_kernels`).
 
-    The same chunks: a passage's `first` is its first input row (so its language is that
-    row's), its sentences ordered by (position, input row), a chunk every `chunk_size` of
-    them; chunks numbered in order of (first, chunk)."""
-    rows = sentences.select("passage", "position").with_row_index("_row").collect()
-    first = rows.select(pl.col("_row").min().over("passage")).to_series().to_numpy()
-    first = first.astype(np.int64)
-    position = rows["position"].to_numpy()
-    del rows
-    # Sorted by (first, position, input row): each passage's sentences, in order.
-    order = np.lexsort((np.arange(len(first)), position, first))
-    del position
-    sorted_first = first[order]
-    starts = np.flatnonzero(np.r_[True, sorted_first[1:] != sorted_first[:-1]])
-    sizes = np.diff(np.r_[starts, len(order)])
-    rank = np.arange(len(order)) - np.repeat(starts, sizes)  # place in its passage
-    chunk = rank // chunk_size
-    del rank
-    new = np.r_[True, (sorted_first[1:] != sorted_first[:-1]) | (chunk[1:] != chunk[:-1])]
-    chunk_id = np.cumsum(new) - 1
-    chunk_of_row = np.empty(len(order), dtype=np.int64)
-    chunk_of_row[order] = chunk_id
-    heads = np.flatnonzero(new)
-    chunk_first = sorted_first[heads]
-    del sorted_first, order, chunk_id
-    head_rows = pl.Series(chunk_first)
-    small = sentences.select("passage", "lang").collect()
+    The same chunks: passages numbered in order of their first input row (`first`, whose
+    language is the passage's), each one's sentences ordered by (position, input row), a
+    chunk every `chunk_size` of them; chunks numbered in order of (first, chunk)."""
+    from fragbench import collection_kernels as kernels
+
+    rows = sentences.select(pl.len()).collect().item()
+    keys = kernels.Vocabulary()
+    group = np.empty(rows, dtype=np.int64)
+    names, langs, firsts = [], [], []
+    for start in range(0, rows, SLICE):
+        part = sentences.select("passage", "lang").slice(start, SLICE).collect()
+        # Keys: "\x01" + the id; a missing id is one passage (as in a group-by): "\x00".
+        raw = part.select((pl.lit("\x01") + pl.col("passage")).fill_null("\x00")).to_series()
+        lengths = raw.str.len_bytes().cast(pl.Int64).to_numpy()
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        data = np.frombuffer(raw.str.join("").cast(pl.Binary).item(), dtype=np.uint8)
+        before = keys.size
+        ids = group[start:start + part.height]
+        row = 0
+        while (row := kernels.intern_rows(keys.arrays(), data, offsets, row, ids)) \
+                < part.height:
+            keys.grow(int(lengths[row]))
+        new = np.flatnonzero(ids >= before)
+        new = new[np.unique(ids[new], return_index=True)[1]]  # each new passage's first row
+        names.append(part["passage"].gather(new))
+        langs.append(part["lang"].gather(new))
+        firsts.append(new + start)
+    position = sentences.select(pl.col("position").cast(pl.Int64)).collect().to_series()
+    chunk_of_row, chunk_group, chunk_number = kernels.plan_chunks(
+        group, position.to_numpy(), keys.size, chunk_size)
+    del group, position
+    take = pl.Series(chunk_group)
+    first = np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.int64)
     chunks = pl.DataFrame({
-        "chunk_id": np.arange(len(heads), dtype=np.int64),
-        "passage": small["passage"].gather(head_rows),
-        "chunk": chunk[heads].astype(np.int64),
-        "lang": small["lang"].gather(head_rows),
-        "first": chunk_first.astype(np.int64),
+        "chunk_id": np.arange(len(chunk_group), dtype=np.int64),
+        "passage": pl.concat(names).gather(take) if names else pl.Series([], dtype=pl.String),
+        "chunk": chunk_number,
+        "lang": pl.concat(langs).gather(take) if langs else pl.Series([], dtype=pl.String),
+        "first": first[chunk_group].astype(np.int64),
     })
     return chunks, chunk_of_row
 
 
-def _text_batches(sentences: pl.LazyFrame, rows: int, size: int = 131_072
-                  ) -> Any:
+def _text_batches(sentences: pl.LazyFrame, rows: int, size: int = SLICE) -> Any:
     """The input's `text` in input order, `size` rows at a time (a Parquet scan reads only
     the row groups of each slice)."""
     for start in range(0, rows, size):

@@ -24,12 +24,15 @@ What they rely on, said once here:
 from __future__ import annotations
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import njit
 
 
 def threads() -> int:
-    """Threads the parallel kernels may use (numba's; NUMBA_NUM_THREADS sets it)."""
-    return int(get_num_threads())
+    """Threads the query kernel uses: Polars' thread count (POLARS_MAX_THREADS sets it; the
+    machine's cores by default), so that one setting bounds the whole run."""
+    import polars as pl
+
+    return max(1, int(pl.thread_pool_size()))
 
 
 _FNV_OFFSET = np.uint64(14695981039346656037)
@@ -137,7 +140,7 @@ class Vocabulary:
             self.grow(int(offsets[row + 1] - offsets[row]))
 
     def index(self, data: np.ndarray, offsets: np.ndarray, pretokenized: np.ndarray,
-              langmask: np.ndarray, seen: np.ndarray, first_row: int) -> tuple:
+              langmask: np.ndarray, seen: np.ndarray, stamps: np.ndarray) -> tuple:
         """`index_texts` over every row, the vocabulary grown as it needs: (term counts,
         row_ptr, distinct ids, seen)."""
         rows = offsets.size - 1
@@ -147,7 +150,7 @@ class Vocabulary:
         longest = int(np.diff(offsets).max()) if rows else 0
         row = 0
         while (row := index_texts(self.arrays(), data, offsets, pretokenized, langmask, seen,
-                                  first_row, row, counts, row_ptr, ids)) < rows:
+                                  stamps, row, counts, row_ptr, ids)) < rows:
             self.grow(longest)
             if seen.size < self.hashes.size:
                 more = np.full(self.hashes.size, -1, dtype=np.int64)
@@ -218,7 +221,7 @@ def add_words(vocab: tuple, data: np.ndarray, offsets: np.ndarray, bit: int, row
 
 @njit(cache=True, nogil=True)
 def index_texts(vocab: tuple, data: np.ndarray, offsets: np.ndarray, pretokenized: np.ndarray,
-                langmask: np.ndarray, seen: np.ndarray, first_row: int, row: int,
+                langmask: np.ndarray, seen: np.ndarray, stamps: np.ndarray, row: int,
                 counts: np.ndarray, row_ptr: np.ndarray, ids: np.ndarray) -> int:
     """Terms of rows (text bytes `data`, row i at offsets[i]:offsets[i+1]), from `row` on:
     each row's count of terms (stopwords of its language out, repeats counted) in `counts`,
@@ -227,16 +230,17 @@ def index_texts(vocab: tuple, data: np.ndarray, offsets: np.ndarray, pretokenize
     it stopped at, the whole row undone, when the vocabulary had no room for a new term
     (offsets.size - 1 when done).
 
-    `seen[id]` is the last row (numbered from `first_row`) that held the term, kept across
+    `seen[id]` is the stamp (`stamps[row]`) of the last row that held the term, kept across
     calls (as large as the vocabulary's capacity), so that distinctness costs one comparison
-    a term."""
+    a term: rows of one stamp, consecutive, share their distinct terms (a chunk's sentences
+    stamped with the chunk), the later rows listing only terms the earlier ones lacked."""
     table, hashes, starts, lens, stopmask, arena, counters = vocab
     rows = offsets.size - 1
     n = row_ptr[row]
     while row < rows:
         pre = pretokenized[row]
         mask = langmask[row]
-        stamp = first_row + row
+        stamp = stamps[row]
         count = 0
         i = offsets[row]
         end = offsets[row + 1]
@@ -340,6 +344,19 @@ def merge_rows(row_ptr: np.ndarray, ids: np.ndarray, counts: np.ndarray, group: 
             at += 1
         ptr[g + 1] = n
     return totals, ptr, out[:n].copy()
+
+
+@njit(cache=True, nogil=True)
+def fill_postings(fill: np.ndarray, indices: np.ndarray, row_ptr: np.ndarray, ids: np.ndarray,
+                  row_chunk: np.ndarray) -> None:
+    """Places each row's ids in the term-major postings: `indices[fill[t]] = row_chunk[row]`,
+    `fill[t]` then advanced (rows in chunk order keep every term's chunks ascending)."""
+    for row in range(row_ptr.size - 1):
+        c = row_chunk[row]
+        for p in range(row_ptr[row], row_ptr[row + 1]):
+            t = ids[p]
+            indices[fill[t]] = c
+            fill[t] += 1
 
 
 @njit(cache=True, nogil=True)
@@ -493,26 +510,103 @@ def _top_one(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.
         acc[lo:hi] = 0
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True)
+def _top_k_block(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.ndarray,
+                 lo: np.ndarray, hi: np.ndarray, top_k: int, sqrt_terms: np.ndarray,
+                 n_index: np.ndarray, keytab: np.ndarray, width: int, block: int, blocks: int,
+                 out_ids: np.ndarray, out_scores: np.ndarray, out_keys: np.ndarray,
+                 out_at: np.ndarray, out_zero: np.ndarray, out_len: np.ndarray) -> None:
+    """Queries block, block + blocks, ...: their rows of the output arrays."""
+    n_chunks = sqrt_terms.size
+    acc = np.zeros(n_chunks, dtype=np.uint16)  # matched terms: the caller checks < 2**16
+    touched = np.empty(n_chunks, dtype=np.int32)
+    for q in range(block, q_ptr.size - 1, blocks):
+        _top_one(q_ptr, q_ids, t_ptr, t_idx, q, lo[q], hi[q], top_k, sqrt_terms, n_index,
+                 keytab, width, acc, touched, out_ids, out_scores, out_keys, out_at, out_zero,
+                 out_len)
+
+
 def top_k_all(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.ndarray,
               lo: np.ndarray, hi: np.ndarray, top_k: int, sqrt_terms: np.ndarray,
               n_index: np.ndarray, keytab: np.ndarray, width: int, blocks: int) -> tuple:
     """Every query's top-k (see `fragbench.collection_kernels`): chunk ids, scores, keys,
     at_key, zero flags as (queries x top_k) arrays, and each query's row count. Queries go
-    to `blocks` workers, interleaved; each has its own counters over the chunks."""
+    to `blocks` threads, interleaved (the compiled loop releases the GIL; numba's parallel
+    runtime is not used: it would cost about 80 MB of memory for two threads); each has its
+    own counters over the chunks."""
+    from concurrent.futures import ThreadPoolExecutor
+
     n_q = q_ptr.size - 1
-    n_chunks = sqrt_terms.size
-    out_ids = np.zeros((n_q, top_k), dtype=np.int64)
-    out_scores = np.zeros((n_q, top_k), dtype=np.float64)
-    out_keys = np.zeros((n_q, top_k), dtype=np.float64)
-    out_at = np.zeros((n_q, top_k), dtype=np.int64)
-    out_zero = np.zeros((n_q, top_k), dtype=np.bool_)
-    out_len = np.zeros(n_q, dtype=np.int64)
-    for block in prange(blocks):
-        acc = np.zeros(n_chunks, dtype=np.uint16)  # matched terms: the caller checks < 2**16
-        touched = np.empty(n_chunks, dtype=np.int32)
-        for q in range(block, n_q, blocks):
-            _top_one(q_ptr, q_ids, t_ptr, t_idx, q, lo[q], hi[q], top_k, sqrt_terms, n_index,
-                     keytab, width, acc, touched, out_ids, out_scores, out_keys, out_at,
-                     out_zero, out_len)
-    return out_ids, out_scores, out_keys, out_at, out_zero, out_len
+    out = (np.zeros((n_q, top_k), dtype=np.int64), np.zeros((n_q, top_k), dtype=np.float64),
+           np.zeros((n_q, top_k), dtype=np.float64), np.zeros((n_q, top_k), dtype=np.int64),
+           np.zeros((n_q, top_k), dtype=np.bool_), np.zeros(n_q, dtype=np.int64))
+
+    def run(block: int) -> None:
+        _top_k_block(q_ptr, q_ids, t_ptr, t_idx, lo, hi, top_k, sqrt_terms, n_index, keytab,
+                     width, block, blocks, *out)
+
+    if blocks == 1:
+        run(0)
+    else:
+        with ThreadPoolExecutor(max_workers=blocks) as pool:
+            list(pool.map(run, range(blocks)))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def intern_rows(vocab: tuple, data: np.ndarray, offsets: np.ndarray, row: int,
+                ids: np.ndarray) -> int:
+    """Each row's whole bytes as one key (not lowercased): its id in `ids[row]`, new keys
+    added. Returns the row it stopped at for want of room (offsets.size - 1 when done)."""
+    table, hashes, starts, lens, stopmask, arena, counters = vocab
+    while row < offsets.size - 1:
+        i = offsets[row]
+        j = offsets[row + 1]
+        h = _hash(data, i, j, True)
+        tid, slot = _find(table, hashes, starts, lens, arena, data, i, j, True, h)
+        if tid < 0:
+            tid = _insert(table, hashes, starts, lens, stopmask, arena, counters, data, i, j,
+                          True, h, slot)
+            if tid < 0:
+                return row
+        ids[row] = tid
+        row += 1
+    return row
+
+
+@njit(cache=True, nogil=True)
+def plan_chunks(group: np.ndarray, position: np.ndarray, n_groups: int, size: int) -> tuple:
+    """Chunks of `size` rows per group (groups numbered in order of first appearance, rows
+    ordered by (position, row) within a group): the chunk of each row (chunks numbered in
+    group order, then chunk order), and each chunk's group and number in its group."""
+    n = group.size
+    starts = np.zeros(n_groups + 1, dtype=np.int64)
+    for r in range(n):
+        starts[group[r] + 1] += 1
+    for g in range(n_groups):
+        starts[g + 1] += starts[g]
+    fill = starts[:n_groups].copy()
+    order = np.empty(n, dtype=np.int64)
+    for r in range(n):  # rows ascending: each group's rows in row order
+        order[fill[group[r]]] = r
+        fill[group[r]] += 1
+    n_chunks = 0
+    for g in range(n_groups):
+        n_chunks += (starts[g + 1] - starts[g] + size - 1) // size
+    chunk_of_row = np.empty(n, dtype=np.int64)
+    chunk_group = np.empty(n_chunks, dtype=np.int64)
+    chunk_number = np.empty(n_chunks, dtype=np.int64)
+    c = 0
+    for g in range(n_groups):
+        a = starts[g]
+        b = starts[g + 1]
+        rows = order[a:b]
+        # stable by position: ties keep row order
+        rows = rows[np.argsort(position[rows], kind="mergesort")]
+        for x in range(b - a):
+            if x % size == 0:
+                chunk_group[c] = g
+                chunk_number[c] = x // size
+                c += 1
+            chunk_of_row[rows[x]] = c - 1
+    return chunk_of_row, chunk_group, chunk_number

@@ -89,6 +89,29 @@ def _lang_masks(langs: pl.Series) -> Any:
     return langs.replace_strict(bits, default=0, return_dtype=pl.Int64).fill_null(0).to_numpy()
 
 
+def _postings(parts: list[tuple[Any, Any, Any]], n_terms: int) -> tuple[Any, Any]:
+    """Term-major postings (term_ptr, term_chunks) from rows' distinct term ids, part after
+    part (row_ptr, ids, each row's chunk; rows in chunk order): each part is placed, then
+    let go, so that the postings and the parts are never held twice over."""
+    import numpy as np
+
+    from fragbench import collection_kernels as kernels
+
+    per_term = np.zeros(n_terms, dtype=np.int64)
+    for _, ids, _ in parts:
+        per_term += np.bincount(ids, minlength=n_terms)
+    term_ptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(per_term, out=term_ptr[1:])
+    del per_term
+    term_chunks = np.empty(int(term_ptr[-1]), dtype=np.int32)
+    fill = term_ptr[:-1].copy()
+    while parts:
+        row_ptr, ids, rows = parts.pop(0)
+        kernels.fill_postings(fill, term_chunks, row_ptr, ids, rows)
+        del row_ptr, ids, rows
+    return term_ptr, term_chunks
+
+
 def _vocabulary() -> Any:
     """An empty vocabulary holding every stopword, with its languages' bits."""
     import numpy as np
@@ -123,31 +146,23 @@ class SqrtLexical:
 
     def collection_index(self, chunks: pl.DataFrame) -> _Index:
         """`chunks`: chunk_id (0..n-1), lang, text. Tokenized by compiled loops a slice of
-        chunks at a time (`fragbench.collection_kernels`): only one slice's bytes and term ids
-        are held beside the postings."""
+        chunks at a time (`fragbench.collection_kernels`): only one slice's bytes are held
+        beside the term ids."""
         import numpy as np
-
-        from fragbench import collection_kernels as kernels
 
         vocab = _vocabulary()
         seen = np.full(vocab.hashes.size, -1, dtype=np.int64)
-        counts, pointers, ids = [], [np.zeros(1, dtype=np.int64)], []
-        done = 0
+        counts, parts = [], []
         for start in range(0, chunks.height, INDEX_SLICE):
             part = chunks.slice(start, INDEX_SLICE)
             data, offsets, pre = _text_bytes(part["text"])
+            stamps = np.arange(start, start + part.height, dtype=np.int64)
             count, row_ptr, found, seen = vocab.index(data, offsets, pre,
-                                                      _lang_masks(part["lang"]), seen, start)
+                                                      _lang_masks(part["lang"]), seen, stamps)
             counts.append(count)
-            pointers.append(row_ptr[1:] + done)
-            ids.append(found)
-            done += found.size
+            parts.append((row_ptr, found, stamps))
         n_terms = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
-        row_ptr = np.concatenate(pointers)
-        chunk_terms = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
-        del ids
-        term_ptr, term_chunks = kernels.transpose(row_ptr, chunk_terms, vocab.size)
-        return _Index(vocab, term_ptr, term_chunks, n_terms)
+        return _Index(vocab, *_postings(parts, vocab.size), n_terms)
 
     def collection_index_sentences(self, texts: Any, chunk_of_row: Any, chunk_langs: pl.Series
                                    ) -> _Index:
@@ -160,38 +175,52 @@ class SqrtLexical:
         The same terms: a space ends every term and the rule's steps never reach across one
         (NFKD reorders marks only up to a starter, and a final sigma is decided within the
         word), so the terms of the joined text are the terms of its sentences, one after the
-        other; a chunk's term count and distinct terms do not depend on their order."""
+        other; a chunk's term count and distinct terms do not depend on their order.
+
+        When every chunk's rows follow one another in the input, in chunk order (a file
+        written passage by passage), a chunk's distinct terms are gathered as its rows are
+        read; otherwise each row's are kept, then merged by chunk."""
         import numpy as np
 
         from fragbench import collection_kernels as kernels
 
+        chunk_of_row = np.asarray(chunk_of_row, dtype=np.int64)
+        n_chunks = len(chunk_langs)
+        in_order = bool((np.diff(chunk_of_row) >= 0).all())
         vocab = _vocabulary()
         seen = np.full(vocab.hashes.size, -1, dtype=np.int64)
         chunk_masks = _lang_masks(chunk_langs)
-        counts, pointers, ids = [], [np.zeros(1, dtype=np.int64)], []
-        done = start = 0
+        counts, parts = [], []
+        start = 0
         for batch in texts:
             rows = chunk_of_row[start:start + len(batch)]
+            stamps = rows if in_order else np.arange(start, start + len(batch), dtype=np.int64)
             data, offsets, pre = _text_bytes(batch)
             count, row_ptr, found, seen = vocab.index(data, offsets, pre, chunk_masks[rows],
-                                                      seen, start)
+                                                      seen, stamps)
             counts.append(count)
-            pointers.append(row_ptr[1:] + done)
-            ids.append(found)
-            done += found.size
+            parts.append((row_ptr, found, rows))
             start += len(batch)
         row_counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
-        row_ptr = np.concatenate(pointers)
-        row_terms = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
-        del ids, pointers, counts
+        del counts
+        n_terms = np.bincount(chunk_of_row, weights=row_counts, minlength=n_chunks
+                              ).astype(np.int64)  # exact: counts far below 2**53
+        if in_order:
+            return _Index(vocab, *_postings(parts, vocab.size), n_terms)
+        row_ptr = np.concatenate([np.zeros(1, dtype=np.int64)]
+                                 + [p[0][1:] + sum(len(q[1]) for q in parts[:i])
+                                    for i, p in enumerate(parts)])
+        row_terms = np.concatenate([p[1] for p in parts]) if parts else np.zeros(
+            0, dtype=np.int32)
+        del parts
         if seen.size < vocab.size:
             seen = np.full(vocab.size, -1, dtype=np.int64)
-        n_terms, chunk_ptr, chunk_terms = kernels.merge_rows(
-            row_ptr, row_terms, row_counts, np.asarray(chunk_of_row, dtype=np.int64),
-            len(chunk_langs), seen)
-        del row_terms, row_ptr, row_counts
-        term_ptr, term_chunks = kernels.transpose(chunk_ptr, chunk_terms, vocab.size)
-        return _Index(vocab, term_ptr, term_chunks, n_terms)
+        _, chunk_ptr, chunk_terms = kernels.merge_rows(row_ptr, row_terms, row_counts,
+                                                       chunk_of_row, n_chunks, seen)
+        del row_terms, row_ptr
+        chunk_rows = np.arange(n_chunks, dtype=np.int64)
+        return _Index(vocab, *_postings([(chunk_ptr, chunk_terms, chunk_rows)], vocab.size),
+                      n_terms)
 
     def collection_queries(self, index: _Index, queries: pl.DataFrame) -> Any:
         """All the queries' distinct terms at once, as a binary query x term CSR matrix
