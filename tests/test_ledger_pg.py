@@ -15,12 +15,13 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
+from conftest import CANARY_KEY, PATIENCE, ROOT, error_lines, process_env, refreeze, run_cli
 from loopback import Server, sleep
 from pg_server import PASSWORD
 from test_ledger import BUDGET, forged, write_some
@@ -71,9 +72,13 @@ def test_a_second_writer_waits_for_the_first_to_commit(ledger_url: str) -> None:
         reserve(first, "s1", "a", "2")
         thread = threading.Thread(target=take_turn)
         thread.start()
+        deadline = time.monotonic() + PATIENCE
         while not _waiting_on_the_lock(ledger_url, pid):
             assert not entered.is_set(), "the second writer got in while the first held the lock"
-    thread.join()
+            assert thread.is_alive() and time.monotonic() < deadline, \
+                "the second writer never waited on the lock"
+    thread.join(PATIENCE)
+    assert not thread.is_alive()
     assert seen == [Decimal(2)]  # brought up to date under the lock, before any check
     first.close()
     second.close()
@@ -122,7 +127,8 @@ def test_two_runs_on_one_budget_never_cross_the_ceiling(experiment: Path, ledger
                                   cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
                  for name in ("first", "second")]
-        results = [(p.wait(), *p.communicate()) for p in procs]
+        outputs = [p.communicate(timeout=PATIENCE) for p in procs]
+        results = [(p.returncode, *o) for p, o in zip(procs, outputs, strict=True)]
         requests = len(server.requests)
     codes = sorted(code for code, _, _ in results)
     assert codes in ([0, 3], [0, 4]), results

@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from typing import Any
 
 import attrs
 import polars as pl
+import pytest
 from conftest import CANARY_KEY, PATIENCE, ROOT, process_env, refreeze, run_cli
 from loopback import Handler, Server, ok
 
@@ -45,6 +47,8 @@ RANDOM_TRIALS = 3
 """Random kills right after an answer left the server: the windows no chosen point can hold
 open (the answer's body journaled but not yet its outcome, a reservation in the ledger but not
 yet in the journal), hit now and then."""
+Tight = tuple[Path, dict[str, Decimal]]
+"""The refrozen experiment and its calls' reservations (`tight`)."""
 FLOCK_SYSCALL = {"x86_64": 73, "aarch64": 32}
 """flock(2)'s number in /proc/PID/syscall, by machine (Linux's syscall tables)."""
 
@@ -210,16 +214,25 @@ def check_recovery(experiment: Path, out: Path, server: Server, killed: Killed,
         assert not (out / "protocol-1.0" / "after-kill").exists()
 
 
-def tight_budget(experiment: Path) -> dict[str, Decimal]:
-    """A ceiling that fits the plan with less slack than any single call's reservation: once
-    one call is counted, a whole new series can no longer fit. Returns call id -> reservation."""
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory: pytest.TempPathFactory) -> Tight:
+    """The protocol-1.0 experiment, copied once for the file's tests (each run writes only
+    under its own output folder, and each test has its own ledger store), refrozen with a
+    ceiling that fits the plan with less slack than any single call's reservation: once one
+    call is counted, a whole new series can no longer fit. (the experiment, call id ->
+    reservation)."""
+    root = tmp_path_factory.mktemp("sigkill")
+    experiment = root / "experiments" / "protocol-1.0"
+    shutil.copytree(ROOT / "experiments" / "protocol-1.0", experiment,
+                    ignore=shutil.ignore_patterns("outputs"))
+    shutil.copytree(ROOT / "corpus", root / "corpus")
     refreeze(experiment, 'ceiling_usd = "10"', 'ceiling_usd = "7"')
     plan = json.loads((experiment / "experiment.json").read_text(encoding="utf-8"))
     reserved = {c["id"]: Decimal(c["reserved_usd"]) for c in plan["schedule"]}
     assert len(reserved) == CALLS
     assert Decimal(plan["budget"]["total_reservation_usd"]) + min(reserved.values()) > \
         Decimal(plan["budget"]["balance_usd"])
-    return reserved
+    return experiment, reserved
 
 
 def fresh(server: Server, action: Holder, trial: str, experiment: Path) -> Path:
@@ -236,10 +249,10 @@ def call_id(reserved: dict[str, Decimal], seq: int) -> str:
 
 
 def test_sigkill_waiting_for_the_ledger_lock_before_anything_is_counted(
-        experiment: Path, server: Server) -> None:
+        tight: Tight, server: Server) -> None:
     """Killed while another run holds the budget's ledger lock, before its first write: no
     series folder, the ledger as the other run left it, and the next run has the whole budget."""
-    reserved = tight_budget(experiment)
+    experiment, reserved = tight
     out = fresh(server, Holder(None), "waiting", experiment)
     path = ledger_path("protocol-1.0-openai")
     other = Ledger(path, load_experiment(experiment).budget).open(Redactor())
@@ -256,11 +269,10 @@ def test_sigkill_waiting_for_the_ledger_lock_before_anything_is_counted(
     check_recovery(experiment, out, server, killed, reserved)
 
 
-def test_sigkill_with_the_first_call_sent_and_unanswered(experiment: Path,
-                                                         server: Server) -> None:
+def test_sigkill_with_the_first_call_sent_and_unanswered(tight: Tight, server: Server) -> None:
     """Call 1 reserved (ledger, then journal) and sent, its answer held by the server: the
     ledger counts it at its whole reservation, `measure` shows it sent and unanswered."""
-    reserved = tight_budget(experiment)
+    experiment, reserved = tight
     holder = Holder(0)
     out = fresh(server, holder, "first", experiment)
     proc = launch(experiment, out, server)
@@ -276,11 +288,10 @@ def test_sigkill_with_the_first_call_sent_and_unanswered(experiment: Path,
     check_recovery(experiment, out, server, killed, reserved)
 
 
-def test_sigkill_mid_run_with_a_call_sent_and_unanswered(experiment: Path,
-                                                         server: Server) -> None:
+def test_sigkill_mid_run_with_a_call_sent_and_unanswered(tight: Tight, server: Server) -> None:
     """Calls 1-36 answered and recorded, call 37 sent and held: the ledger counts the 36 at
     their outcomes and call 37 at its reservation."""
-    reserved = tight_budget(experiment)
+    experiment, reserved = tight
     holder = Holder(36)
     out = fresh(server, holder, "mid", experiment)
     proc = launch(experiment, out, server)
@@ -300,11 +311,11 @@ def test_sigkill_mid_run_with_a_call_sent_and_unanswered(experiment: Path,
 
 
 def test_sigkill_after_an_outcome_is_journaled_before_the_ledger_has_it(
-        experiment: Path, server: Server) -> None:
+        tight: Tight, server: Server) -> None:
     """Call 2 answered while another run holds the ledger's lock: its body and outcome are in
     the journal (written first, since an outcome at or below its reservation keeps what was
     paid for there), the ledger still counts it at its whole reservation: never under."""
-    reserved = tight_budget(experiment)
+    experiment, reserved = tight
     holder = Holder(1)
     out = fresh(server, holder, "outcome", experiment)
     proc = launch(experiment, out, server)
@@ -327,11 +338,11 @@ def test_sigkill_after_an_outcome_is_journaled_before_the_ledger_has_it(
     check_recovery(experiment, out, server, killed, reserved)
 
 
-def test_sigkill_after_the_last_record(experiment: Path, server: Server) -> None:
+def test_sigkill_after_the_last_record(tight: Tight, server: Server) -> None:
     """Every call answered and the journal's `end` written, killed while the tables are being
     derived (or after): the ledger counts every call at its outcome, none open; `measure`
     derives the tables."""
-    reserved = tight_budget(experiment)
+    experiment, reserved = tight
     out = fresh(server, Holder(None), "end", experiment)
     series_dir = out / "protocol-1.0" / "openai"
     proc = launch(experiment, out, server)
@@ -364,8 +375,10 @@ def killed_mid_run(experiment: Path, out: Path, server: Server, rng: random.Rand
     return received, series_dir, read_journal(series_dir / "journal.jsonl")
 
 
-def test_sigkill_at_random_points_after_an_answer(experiment: Path, server: Server) -> None:
-    reserved = tight_budget(experiment)
+def test_sigkill_at_random_points_after_an_answer(tight: Tight, server: Server) -> None:
+    """A random instant after a random answer: what holds wherever the kill lands
+    (`check_recovery`), in the windows between two writes that no chosen point holds open."""
+    experiment, reserved = tight
     rng = random.Random(20261129)
     for trial in range(RANDOM_TRIALS):
         out = fresh(server, Holder(None), f"random-{trial}", experiment)

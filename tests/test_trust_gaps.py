@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -21,8 +22,8 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
-from loopback import Handler, Server, answer_for, ok, response_body, sleep
+from conftest import CANARY_KEY, PATIENCE, ROOT, error_lines, process_env, refreeze, run_cli
+from loopback import Handler, Server, answer_for, ok, response_body
 from test_collect_openai import calls_of, collect
 
 from fragbench.config import load_experiment
@@ -461,21 +462,25 @@ def test_retrieve_out_that_is_a_folder(workspace: Path) -> None:
     assert list(workspace.glob("*.tmp")) == [] and list(out.iterdir()) == []
 
 
-def test_two_runs_of_one_series_at_once(experiment: Path, workspace: Path,
-                                        server: Server) -> None:
-    server.default = sleep(0.05)
+def test_two_runs_of_one_series_at_once(experiment: Path, workspace: Path, server: Server,
+                                        held: threading.Event) -> None:
+    """The second run starts while the first's call 1 is held by the server (not after a
+    fixed delay a loaded machine could outlast), so the first is surely still collecting."""
     out = workspace / "outputs"
     env = process_env(env_for(server))
     first = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
                               "--series", "openai", "--backend", "openai", "--out", str(out)],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        deadline = time.monotonic() + PATIENCE
         while not server.requests and first.poll() is None:
+            assert time.monotonic() < deadline, "gave up waiting for the first run's call 1"
             time.sleep(0.01)
         second = run_cli("run", str(experiment), "--series", "openai", "--backend", "openai",
                          "--out", str(out), env=env_for(server))
     finally:
-        first.wait()
+        held.set()
+        first.wait(PATIENCE)
     assert first.returncode == 0
     assert_refused(second, 4, "another run is collecting", "openai")
     assert len(server.requests) == 72
