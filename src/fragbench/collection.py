@@ -117,7 +117,7 @@ def chunk_collection(sentences: pl.LazyFrame, chunk_size: int) -> pl.DataFrame:
     )
 
 
-SLICE = 131_072
+SLICE = 32_768
 """Input rows read at once when the text is streamed (`chunk_plan`, `_text_batches`)."""
 
 
@@ -133,8 +133,11 @@ def chunk_plan(sentences: pl.LazyFrame, chunk_size: int) -> tuple[pl.DataFrame, 
     from fragbench import collection_kernels as kernels
 
     rows = sentences.select(pl.len()).collect().item()
+    if rows >= 1 << 31:
+        raise UsageError(f"--collection: {rows} sentences; at most {(1 << 31) - 1} on one "
+                         "machine (use --engine ray).")
     keys = kernels.Vocabulary()
-    group = np.empty(rows, dtype=np.int64)
+    group = np.empty(rows, dtype=np.int32)
     names, langs, firsts = [], [], []
     for start in range(0, rows, SLICE):
         part = sentences.select("passage", "lang").slice(start, SLICE).collect()
@@ -343,8 +346,10 @@ def _tops_with(index: Any, chunks: pl.DataFrame, query_frame: pl.DataFrame, top_
     else:
         rows = _batched_rows(index, prepared, scorer, query_frame, chunks, ranges, top_k,
                              shard)
-    return (rows.join(chunks.select("chunk_id", "first", "chunk", "passage"), on="chunk_id",
-                      how="left", maintain_order="left")
+    # chunk_id is the chunk's row in `chunks` (numbered 0..n-1 in order): a gather, where a
+    # join would hash every chunk of the collection for a few rows per query.
+    places = chunks.select("first", "chunk", "passage").gather(rows["chunk_id"])
+    return (pl.concat([rows, places], how="horizontal")
             .select(*TOPS_SCHEMA).cast(TOPS_SCHEMA))  # type: ignore[arg-type]
 
 

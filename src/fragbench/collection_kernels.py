@@ -144,7 +144,7 @@ class Vocabulary:
         """`index_texts` over every row, the vocabulary grown as it needs: (term counts,
         row_ptr, distinct ids, seen)."""
         rows = offsets.size - 1
-        counts = np.zeros(rows, dtype=np.int64)
+        counts = np.zeros(rows, dtype=np.int32)
         row_ptr = np.zeros(rows + 1, dtype=np.int64)
         ids = np.empty(data.size // 2 + rows, dtype=np.int32)  # a term and a separator
         longest = int(np.diff(offsets).max()) if rows else 0
@@ -586,14 +586,14 @@ def plan_chunks(group: np.ndarray, position: np.ndarray, n_groups: int, size: in
     for g in range(n_groups):
         starts[g + 1] += starts[g]
     fill = starts[:n_groups].copy()
-    order = np.empty(n, dtype=np.int64)
+    order = np.empty(n, dtype=np.int32)  # row numbers: the caller keeps n < 2**31
     for r in range(n):  # rows ascending: each group's rows in row order
         order[fill[group[r]]] = r
         fill[group[r]] += 1
     n_chunks = 0
     for g in range(n_groups):
         n_chunks += (starts[g + 1] - starts[g] + size - 1) // size
-    chunk_of_row = np.empty(n, dtype=np.int64)
+    chunk_of_row = np.empty(n, dtype=np.int32)
     chunk_group = np.empty(n_chunks, dtype=np.int64)
     chunk_number = np.empty(n_chunks, dtype=np.int64)
     c = 0

@@ -184,7 +184,6 @@ class SqrtLexical:
 
         from fragbench import collection_kernels as kernels
 
-        chunk_of_row = np.asarray(chunk_of_row, dtype=np.int64)
         n_chunks = len(chunk_langs)
         in_order = bool((np.diff(chunk_of_row) >= 0).all())
         vocab = _vocabulary()
@@ -194,12 +193,13 @@ class SqrtLexical:
         start = 0
         for batch in texts:
             rows = chunk_of_row[start:start + len(batch)]
-            stamps = rows if in_order else np.arange(start, start + len(batch), dtype=np.int64)
+            stamps = (rows.astype(np.int64) if in_order
+                      else np.arange(start, start + len(batch), dtype=np.int64))
             data, offsets, pre = _text_bytes(batch)
             count, row_ptr, found, seen = vocab.index(data, offsets, pre, chunk_masks[rows],
                                                       seen, stamps)
             counts.append(count)
-            parts.append((row_ptr, found, rows))
+            parts.append((row_ptr, found, stamps))
             start += len(batch)
         row_counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
         del counts
@@ -215,8 +215,9 @@ class SqrtLexical:
         del parts
         if seen.size < vocab.size:
             seen = np.full(vocab.size, -1, dtype=np.int64)
-        _, chunk_ptr, chunk_terms = kernels.merge_rows(row_ptr, row_terms, row_counts,
-                                                       chunk_of_row, n_chunks, seen)
+        _, chunk_ptr, chunk_terms = kernels.merge_rows(
+            row_ptr, row_terms, row_counts.astype(np.int64),
+            np.asarray(chunk_of_row, dtype=np.int64), n_chunks, seen)
         del row_terms, row_ptr
         chunk_rows = np.arange(n_chunks, dtype=np.int64)
         return _Index(vocab, *_postings([(chunk_ptr, chunk_terms, chunk_rows)], vocab.size),
