@@ -7,8 +7,9 @@ How a run goes (docs/scale.md says what each step costs):
 1. The driver numbers the input's rows (`_row`, the collection order) in one Polars pass,
    before anything is split or read by Ray, and assigns each passage to a shard by a
    vectorised rule: passages in collection order, cut into `shards` runs of about equal
-   sentence counts. It writes one Parquet file per shard (the sentences with `_row`) into a
-   work folder: the only copy of the collection the workers read.
+   sentence counts. It writes the sentences with `_row` as Parquet files per shard into a
+   work folder (Polars' partitioned sink: one streaming pass, the driver holding the
+   passages' table, not the sentences): the only copy of the collection the workers read.
 2. The queries are put in Ray's object store once (`ray.put`) and every task gets that one
    reference.
 3. A task per (shard, chunk size): reads its shard's file, restores the input order from
@@ -147,29 +148,37 @@ def _largest_node_memory(ray: Any) -> float:
                default=0.0)
 
 
-def _shard_files(sentences_lf: Any, shards: int, folder: Path) -> tuple[list[Path], int]:
-    """The sentences with their input row (`_row`), one Parquet file per shard of whole
-    passages; the files and the sentences' count."""
+def _shard_files(sentences_lf: Any, shards: int, folder: Path) -> list[list[Path]]:
+    """The sentences with their input row (`_row`), written as Parquet files of whole-passage
+    shards: per shard, its files. One streaming pass over the input (Polars' partitioned
+    sink), so the driver holds the passages' table, not the sentences."""
     import polars as pl
 
     rows = sentences_lf.select("passage", "position", "lang", "text").with_row_index("_row")
     passages = (rows.group_by("passage").agg(pl.col("_row").min().alias("first"),
                                              pl.len().alias("n"))
                 .sort("first").collect())
-    total = int(passages["n"].sum()) if passages.height else 0
+    if passages.height == 0:
+        return []
+    total = int(passages["n"].sum())
     count = max(1, min(shards, passages.height))
     start = passages["n"].cum_sum() - passages["n"]
-    passages = passages.with_columns(
-        ((start * count) // max(total, 1)).rank("dense").cast(pl.Int32).alias("shard") - 1)
-    assigned = (rows.join(passages.lazy().select("passage", "shard"), on="passage",
-                          maintain_order="left").collect())
+    passages = passages.select(
+        "passage", (((start * count) // total).rank("dense").cast(pl.Int32) - 1).alias("shard"))
+    assigned = rows.join(passages.lazy(), on="passage", maintain_order="left")
+    numbers = passages["shard"].unique().sort().to_list()
+    if hasattr(pl, "PartitionBy"):  # one pass (Polars marks this sink unstable)
+        assigned.sink_parquet(pl.PartitionBy(folder, key="shard", include_key=False,
+                                             approximate_bytes_per_file=None),
+                              row_group_size=ROW_GROUP, mkdir=True)
+        return [sorted(folder.glob(f"shard={n}/*.parquet")) for n in numbers]
     files = []
-    for (shard,), part in assigned.partition_by("shard", as_dict=True,
-                                                maintain_order=True).items():
-        path = folder / f"shard-{int(shard):05d}.parquet"
-        part.drop("shard").write_parquet(path, row_group_size=ROW_GROUP)
-        files.append(path)
-    return sorted(files), total
+    for n in numbers:  # a pass per shard, each streaming
+        path = folder / f"shard-{n:05d}.parquet"
+        assigned.filter(pl.col("shard") == n).drop("shard").sink_parquet(
+            path, row_group_size=ROW_GROUP)
+        files.append([path])
+    return files
 
 
 def _index_bytes(index: Any) -> int:
@@ -199,7 +208,7 @@ def _index_bytes(index: Any) -> int:
     return size(index, 0)
 
 
-def shard_task(path: str, shard: int, chunk_size: int, scorer_names: list[str], top_k: int,
+def shard_task(paths: list[str], shard: int, chunk_size: int, scorer_names: list[str], top_k: int,
                queries: Any) -> dict[str, Any]:
     """One shard at one chunk size, in a Ray worker: chunked once, then per scorer its index,
     its tops at `top_k` (TOPS_SCHEMA, `query` the row of the whole query frame) and the
@@ -216,7 +225,8 @@ def shard_task(path: str, shard: int, chunk_size: int, scorer_names: list[str], 
     from fragbench.plugins import registry
 
     began = time.perf_counter()
-    frame = pl.read_parquet(path).sort("_row")  # the input order, whatever the file's
+    frame = pl.scan_parquet(paths).collect().sort("_row")  # input order, whatever the files'
+
     input_rows = frame["_row"].to_numpy()
     sentences = frame.drop("_row").lazy()
     scorers = [registry().get("scorer", name) for name in scorer_names]
@@ -299,7 +309,7 @@ def compute_ray(sentences_lf: Any, query_frame: Any, sweep: Any, scorers: dict[s
         folder = Path(tempfile.mkdtemp(prefix="fragbench-shards-", dir=work_dir))
         try:
             began = time.perf_counter()
-            files, _ = _shard_files(sentences_lf, wanted, folder)
+            files = _shard_files(sentences_lf, wanted, folder)
             report.shards = len(files)
             report.seconds["shard files"] = time.perf_counter() - began
             began = time.perf_counter()
@@ -310,9 +320,9 @@ def compute_ray(sentences_lf: Any, query_frame: Any, sweep: Any, scorers: dict[s
                 options["memory"] = shard_memory
             task = ray.remote(shard_task).options(**options)
             largest = max(sweep.top_ks)
-            refs = [task.remote(str(path), shard, size, list(sweep.scorers), largest,
-                                queries_ref)
-                    for size in sweep.chunk_sizes for shard, path in enumerate(files)]
+            refs = [task.remote([str(p) for p in paths], shard, size, list(sweep.scorers),
+                                largest, queries_ref)
+                    for size in sweep.chunk_sizes for shard, paths in enumerate(files)]
             done = _gather(ray, refs)
             report.seconds["shard tasks"] = time.perf_counter() - began
         finally:
