@@ -583,7 +583,8 @@ def compare(folder: Path, results_path: Path, label: str) -> list[str]:
     """fragbench's rows against the reference's: the disagreements, as lines (empty: agree)."""
     import polars as pl
 
-    ref = np.load(folder / "reference.npz")
+    with np.load(folder / "reference.npz") as npz:  # each access to an npz re-reads it
+        ref = {name: npz[name] for name in npz.files}
     key_of = {(p, int(c)): i for i, (p, c) in enumerate(zip(
         ref["chunk_passage"].tolist(), ref["chunk_number"].tolist(), strict=True))}
     q_index = {q: i for i, q in enumerate(ref["queries"].tolist())}

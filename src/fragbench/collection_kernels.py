@@ -110,9 +110,11 @@ class Vocabulary:
 
     @property
     def size(self) -> int:
+        """Terms held (ids 0..size-1)."""
         return int(self.counters[0])
 
     def arrays(self) -> tuple:
+        """The arrays the compiled loops take, in their order."""
         return (self.table, self.hashes, self.starts, self.lens, self.stopmask, self.arena,
                 self.counters)
 
