@@ -1,7 +1,7 @@
 """SIGKILL the collector (`fragbench run` in a subprocess, one call at a time) at chosen points of
-a run, one per durable write, then a few random ones: the journal stays readable, every sent
-call is counted at least at its reservation, `measure` rebuilds the series, and the next run's
-budget check refuses anything that would cross the ceiling.
+a run, one at each kind of durable write, then a few random ones: the journal stays readable,
+every sent call is counted at least at its reservation, `measure` rebuilds the series, and the
+next run's budget check refuses anything that would cross the ceiling.
 
 The points are reached without any hook in fragbench: the loopback server holds a chosen
 request (the call is then reserved in the ledger and the journal, and sent), and the test holds
@@ -47,6 +47,10 @@ RANDOM_TRIALS = 3
 """Random kills right after an answer left the server: the windows no chosen point can hold
 open (the answer's body journaled but not yet its outcome, a reservation in the ledger but not
 yet in the journal), hit now and then."""
+RANDOM_AMONG = 8
+"""The random kills follow one of the first 8 answers: the windows between two writes are the
+same at every call (a later one only has more settled calls before it, which the chosen points
+show), and a run killed early costs a loaded machine less."""
 Tight = tuple[Path, dict[str, Decimal]]
 """The refrozen experiment and its calls' reservations (`tight`)."""
 FLOCK_SYSCALL = {"x86_64": 73, "aarch64": 32}
@@ -359,10 +363,10 @@ def test_sigkill_after_the_last_record(tight: Tight, server: Server) -> None:
 def killed_mid_run(experiment: Path, out: Path, server: Server, rng: random.Random
                    ) -> tuple[int, Path, list[dict[str, Any]]]:
     """`fragbench run` in a subprocess, SIGKILLed a random instant (up to 20 ms) after the
-    server wrote the answer to a random one of its 72 requests: how many requests the server
-    received, the series folder, and its journal read back (readable, torn last line or
-    not)."""
-    holder = Holder(rng.randrange(0, CALLS), hold=False)
+    server wrote the answer to a random one of its first `RANDOM_AMONG` requests: how many
+    requests the server received, the series folder, and its journal read back (readable, torn
+    last line or not)."""
+    holder = Holder(rng.randrange(0, RANDOM_AMONG), hold=False)
     server.reset()
     server.default = holder
     proc = launch(experiment, out, server)
