@@ -142,6 +142,22 @@ def test_each_shard_index_fits_a_memory_the_whole_index_exceeds(
     assert not out.exists()
 
 
+def test_shard_files_without_polars_partitioned_sink(cluster: str, inputs: dict[str, Path],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where Polars lacks its (unstable) partitioned sink, a streaming pass per shard writes
+    the same shards: the same tables as the local engine."""
+    from fragbench.collection_sweep import compute_local
+
+    sentences_lf, query_frame = read_inputs(inputs["sentences"], inputs["queries"])
+    scorers = {"sqrt-lexical": registry().get("scorer", "sqrt-lexical")}
+    sweep = Sweep((3,), (2,), ("sqrt-lexical",))
+    want = compute_local(sentences_lf, query_frame, sweep, scorers)
+    monkeypatch.delattr(pl, "PartitionBy", raising=False)
+    got, report = compute_ray(sentences_lf, query_frame, sweep, scorers, shards=5)
+    assert report.shards == 5
+    assert got[(3, 2, "sqrt-lexical")].equals(want[(3, 2, "sqrt-lexical")])
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
