@@ -199,6 +199,27 @@ def test_a_scorer_that_does_not_declare_it_can_be_sharded_is_refused(
     assert not out.exists()
 
 
+def test_a_worker_with_another_environment_than_the_driver_is_refused(
+        cluster: str, inputs: dict[str, Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a cluster, a node with other versions would give other scores: the driver sends what
+    it runs (here, as if it ran another fragbench), every task compares its own, and the run is
+    refused in one line, nothing written."""
+    from fragbench import collection_ray
+
+    real = collection_ray.environment
+    monkeypatch.setattr(collection_ray, "environment",
+                        lambda names: {**real(names), "fragbench": "0.0.0-elsewhere"})
+    out = tmp_path / "r.parquet"
+    ran = run_cli("retrieve", "--collection", str(inputs["sentences"]), "--queries",
+                  str(inputs["queries"]), "--engine", "ray", "--shards", "2", "--out", str(out))
+    assert ran.returncode == 4, ran.stderr
+    [line] = error_lines(ran.stderr)
+    assert "another Python environment than the driver" in line
+    assert "0.0.0-elsewhere on the driver" in line and "same versions on every node" in line
+    assert not out.exists()
+
+
 def test_without_ray_the_engine_says_how_to_install_it(inputs: dict[str, Path],
                                                       tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:

@@ -208,11 +208,42 @@ def _index_bytes(index: Any) -> int:
     return size(index, 0)
 
 
-def shard_task(paths: list[str], shard: int, chunk_size: int, scorer_names: list[str], top_k: int,
-               queries: Any) -> dict[str, Any]:
+def environment(scorer_names: list[str]) -> dict[str, str]:
+    """What a shard's scores depend on besides its data: the versions of fragbench and of the
+    libraries that compute them, and each scorer as the plugin registry describes it (its
+    distribution and version)."""
+    import numba
+    import numpy
+    import polars
+
+    from fragbench import __version__
+    from fragbench.plugins import describe, registry
+
+    found = {"fragbench": __version__, "polars": polars.__version__,
+             "numpy": numpy.__version__, "numba": numba.__version__}
+    for name in scorer_names:
+        found[f"scorer {name}"] = describe("scorer", registry().get("scorer", name))
+    return found
+
+
+def _same_environment(expected: dict[str, str], scorer_names: list[str]) -> None:
+    """Refuse, in one line, to compute a shard in a worker whose environment differs from the
+    driver's (on a cluster, a node with other versions would give other scores)."""
+    mine = environment(scorer_names)
+    differ = [f"{k} {mine.get(k)} here, {v} on the driver" for k, v in expected.items()
+              if mine.get(k) != v]
+    if differ:
+        raise FragbenchError(f"a Ray worker on {socket.gethostname()} has another Python "
+                             f"environment than the driver ({'; '.join(differ)}); install the "
+                             "same versions on every node (docs/scale.md).")
+
+
+def shard_task(paths: list[str], shard: int, chunk_size: int, scorer_names: list[str],
+               top_k: int, queries: Any, expected: dict[str, str]) -> dict[str, Any]:
     """One shard at one chunk size, in a Ray worker: chunked once, then per scorer its index,
     its tops at `top_k` (TOPS_SCHEMA, `query` the row of the whole query frame) and the
-    index's bytes.
+    index's bytes; refused first if the worker's environment is not the driver's
+    (`expected`).
 
     The shard is chunked and indexed as the local engine does a whole collection
     (`local_chunks`, `local_tops`: the sentences indexed without joining the chunks' text when
@@ -225,8 +256,8 @@ def shard_task(paths: list[str], shard: int, chunk_size: int, scorer_names: list
     from fragbench.plugins import registry
 
     began = time.perf_counter()
+    _same_environment(expected, scorer_names)
     frame = pl.scan_parquet(paths).collect().sort("_row")  # input order, whatever the files'
-
     input_rows = frame["_row"].to_numpy()
     sentences = frame.drop("_row").lazy()
     scorers = [registry().get("scorer", name) for name in scorer_names]
@@ -320,8 +351,9 @@ def compute_ray(sentences_lf: Any, query_frame: Any, sweep: Any, scorers: dict[s
                 options["memory"] = shard_memory
             task = ray.remote(shard_task).options(**options)
             largest = max(sweep.top_ks)
+            expected = environment(list(sweep.scorers))
             refs = [task.remote([str(p) for p in paths], shard, size, list(sweep.scorers),
-                                largest, queries_ref)
+                                largest, queries_ref, expected)
                     for size in sweep.chunk_sizes for shard, paths in enumerate(files)]
             done = _gather(ray, refs)
             report.seconds["shard tasks"] = time.perf_counter() - began
