@@ -11,8 +11,9 @@ sweep file (`--sweep FILE`, TOML):
 A single setting is today's command: `--out FILE` (.parquet, .csv or .jsonl), the same table.
 Several settings write one table per setting into the folder `--out DIR`, named by its
 setting, `chunk-size-<N>_top-k-<K>_scorer-<NAME>.parquet`, and last `sweep.json`, which lists
-each setting with its file. A setting is never a column of a table: nothing invites averaging
-results of different settings.
+each setting with its file (other files already in the folder are left as they are: the
+manifest says which tables this run wrote). A setting is never a column of a table: nothing
+invites averaging results of different settings.
 
 The work is shared: each chunk size is chunked once, each (chunk size, scorer) indexed and
 scored once at the sweep's largest top-k, and every smaller top-k is cut from those tops by
