@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import error_lines, run_cli
+from conftest import error_lines, run_cli, run_process
 from test_collection import synthetic
 
 from fragbench.collection import chunk_collection, read_inputs
@@ -77,6 +77,8 @@ def test_a_sweep_on_ray_equals_the_local_engine(cluster: str, inputs: dict[str, 
     run(inputs, "queries", tmp_path / "local", *SETTINGS)
     run(inputs, "queries", tmp_path / "ray", *SETTINGS, "--engine", "ray", "--shards", SHARDS,
         "--ray-address", cluster)
+    # this process's connection (the fixture's cluster) is used and left as it was
+    assert ray.is_initialized() and ray.get_runtime_context().gcs_address == cluster
     local = json.loads((tmp_path / "local" / MANIFEST).read_text(encoding="utf-8"))
     remote = json.loads((tmp_path / "ray" / MANIFEST).read_text(encoding="utf-8"))
     assert (local["engine"], remote["engine"]) == ("local", "ray")
@@ -108,6 +110,24 @@ def test_restricted_queries_on_ray_equal_the_local_engine(cluster: str,
         asked = pl.read_parquet(inputs["restricted"]).select("query", "passage")
         assert want.join(asked, on="query", suffix="_asked").filter(
             pl.col("passage") != pl.col("passage_asked")).height == 0
+
+
+def test_another_process_connects_to_a_running_cluster_and_leaves_it_running(
+        cluster: str, inputs: dict[str, Path], tmp_path: Path) -> None:
+    """`--ray-address` from a process of its own (what it connects to, and what it leaves
+    running, is under test): its tasks run on the fixture's cluster, its table is the local
+    engine's, and the cluster still answers after the command ends."""
+    local, remote = tmp_path / "local.parquet", tmp_path / "ray.parquet"
+    run(inputs, "queries", local, "--chunk-size", "2", "--top-k", "2")
+    done = run_process("retrieve", "--collection", str(inputs["sentences"]), "--queries",
+                       str(inputs["queries"]), "--chunk-size", "2", "--top-k", "2", "--engine",
+                       "ray", "--shards", SHARDS, "--ray-address", cluster, "--out",
+                       str(remote))
+    assert done.returncode == 0, done.stderr
+    assert f"of the cluster at {cluster};" in done.stdout
+    assert pl.read_parquet(remote).equals(pl.read_parquet(local))
+    assert ray.get(ray.put("still running")) == "still running"
+    assert ray.cluster_resources().get("CPU") == 2
 
 
 def test_each_shard_index_fits_a_memory_the_whole_index_exceeds(

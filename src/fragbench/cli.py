@@ -274,8 +274,8 @@ def _retrieve_collection(out: Path, collection: Path, queries: Path, chunk_size:
                                          address=ray_address, shards=shards,
                                          shard_memory=memory, work_dir=work_dir)
         say(f"ray: {report.shards} shards, {len(report.tasks)} tasks on "
-            f"{report.cluster_cpus:g} CPUs; largest shard index {report.largest_index()} "
-            "bytes")
+            f"{report.cluster_cpus:g} CPUs of the cluster at {report.address}; largest shard "
+            f"index {report.largest_index()} bytes")
     else:
         results = cs.compute_local(sentences_lf, query_frame, settings, scorers)
     if settings.single:

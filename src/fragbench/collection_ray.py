@@ -72,6 +72,8 @@ class RayReport:
 
     shards: int = 0
     cluster_cpus: float = 0.0
+    address: str = ""
+    """The cluster's address (its GCS), whether started for the run or connected to."""
     tasks: list[dict[str, Any]] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -331,6 +333,7 @@ def compute_ray(sentences_lf: Any, query_frame: Any, sweep: Any, scorers: dict[s
     with ray_session(address) as ray:
         resources = ray.cluster_resources()
         report.cluster_cpus = float(resources.get("CPU", 0.0))
+        report.address = ray.get_runtime_context().gcs_address
         if shard_memory is not None and shard_memory > _largest_node_memory(ray):
             raise UsageError(f"--shard-memory {shard_memory}: no node of the Ray cluster "
                              f"offers that much memory (the largest offers "
