@@ -456,8 +456,11 @@ def local_chunks(sentences: pl.LazyFrame, chunk_size: int, scorers: list[Any]
     (`collection_index_sentences`) and the input has no `_row` of its own; otherwise
     `chunk_collection`'s, text joined (and None)."""
     if (all(hasattr(s, "collection_index_sentences") for s in scorers)
-            and "_row" not in sentences.collect_schema()):
+            and "_row" not in sentences.collect_schema()
+            and not sentences.select(pl.sum_horizontal(pl.col("passage", "position")
+                                                       .null_count())).collect().item()):
         return chunk_plan(sentences, chunk_size)
+    # (A missing passage or position: `chunk_collection` decides what becomes of the row.)
     return chunk_collection(sentences, chunk_size), None
 
 
