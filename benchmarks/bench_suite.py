@@ -20,7 +20,8 @@ non-zero when a `make test` failed.
 Run on a machine nothing else is using (the load is what this script adds):
 `.venv/bin/python benchmarks/bench_suite.py [--load 4] [--dir CHECKOUT] [--markdown FILE]`.
 A fresh clone: `git clone . /tmp/fb && .venv/bin/python benchmarks/bench_suite.py --dir /tmp/fb`
-(its first phase installs the environment there). Standard library only.
+(its first phase installs the environment there). SIGHUP is set back to its default for `make
+test` (`default_sighup`), so the script may run under `nohup`. Standard library only.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import os
 import platform
 import re
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -71,13 +73,21 @@ def clean_env() -> dict[str, str]:
     return env
 
 
+def default_sighup() -> None:
+    """SIGHUP back to its default in `make test`: started under `nohup`, it would be ignored
+    there, and fragbench rightly keeps an ignored SIGHUP ignored, so tests/test_signals.py's
+    SIGHUP test would wait PATIENCE (300 s) for a notice that never comes, then fail."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def make_test(checkout: Path, name: str, busy: int) -> Run:
     """`make test` in `checkout`, its output echoed as it comes and timed chunk by chunk."""
     run = Run(name=name, busy=busy, load_before=os.getloadavg())
     start = last = time.monotonic()
     text = []
     proc = subprocess.Popen(["make", "test"], cwd=checkout, env=clean_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=default_sighup)
     assert proc.stdout is not None
     selector = selectors.DefaultSelector()
     selector.register(proc.stdout, selectors.EVENT_READ)
