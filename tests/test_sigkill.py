@@ -106,7 +106,7 @@ def wait_until(what: str, condition: Callable[[], bool], proc: subprocess.Popen[
                                  proc.stderr.read().decode() if proc.stderr else "")
             return
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.005)
+        time.sleep(0.02)  # the journal is read back at each look: not too often on a busy CPU
 
 
 def wait_event(what: str, event: threading.Event, proc: subprocess.Popen[bytes]) -> None:
