@@ -225,3 +225,21 @@ def test_a_scorer_whose_own_top_k_gives_nan_is_refused(tmp_path: Any) -> None:
     queries = pl.DataFrame({"query": ["q1"], "lang": ["en"], "text": ["delivery days"]})
     with pytest.raises(PluginError, match=r"gave query q1 and chunk p1 #0 the score NaN"):
         coll.retrieve_collection(sentences, queries, 1, 1, scorer=Broken())
+
+
+def test_missing_passages_or_positions_take_the_joined_text_path() -> None:
+    """The local engine plans chunks from the small columns only when no passage id or
+    position is missing; otherwise `chunk_collection` decides what becomes of such rows, as it
+    always has: the result is the protocol path's either way."""
+    sentences, queries = collection(21, passages=30, queries=100, restricted=False)
+    holes = sentences.with_columns(
+        pl.when(pl.int_range(pl.len()) % 17 == 3).then(None).otherwise(pl.col("passage"))
+        .alias("passage"),
+        pl.when(pl.int_range(pl.len()) % 23 == 5).then(None).otherwise(pl.col("position"))
+        .alias("position"))
+    chunks, rows = coll.local_chunks(holes.lazy(), 2, [SqrtLexical()])
+    assert rows is None and "text" in chunks.columns
+    fast, slow = both(holes, queries, 2, 4)
+    assert_same_bits(fast, slow)
+    _, rows = coll.local_chunks(sentences.lazy(), 2, [SqrtLexical()])
+    assert rows is not None

@@ -35,6 +35,8 @@ def threads() -> int:
     return max(1, int(pl.thread_pool_size()))
 
 
+_BLOCK = 1 << 17
+"""Chunks counted at once in the query kernel's dense pass: 256 KiB of 16-bit counters."""
 _FNV_OFFSET = np.uint64(14695981039346656037)
 _FNV_PRIME = np.uint64(1099511628211)
 _EMPTY = np.int32(-1)
@@ -389,46 +391,62 @@ def _worse(ka: float, ca: int, kb: float, cb: int) -> bool:
 @njit(cache=True, nogil=True)
 def _top_one(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.ndarray,
              q: int, lo: int, hi: int, top_k: int, sqrt_terms: np.ndarray, n_index: np.ndarray,
-             keytab: np.ndarray, width: int, acc: np.ndarray, touched: np.ndarray,
-             out_ids: np.ndarray, out_scores: np.ndarray, out_keys: np.ndarray,
-             out_at: np.ndarray, out_zero: np.ndarray, out_len: np.ndarray) -> None:
+             keytab: np.ndarray, width: int, best: np.ndarray, acc: np.ndarray,
+             touched: np.ndarray, out_ids: np.ndarray, out_scores: np.ndarray,
+             out_keys: np.ndarray, out_at: np.ndarray, out_zero: np.ndarray,
+             out_len: np.ndarray) -> None:
     n_chunks = acc.size
     total = 0
     for p in range(q_ptr[q], q_ptr[q + 1]):
         total += t_ptr[q_ids[p] + 1] - t_ptr[q_ids[p]]
-    # Few postings: note each chunk as it is first met. Many (frequent terms): count blindly,
-    # then one pass over the candidate range picks the chunks met (no branch per posting).
+    # Few postings: note each chunk as it is first met. Many (frequent terms): count blindly
+    # (no branch per posting), a block of chunks at a time so that its counters stay in the
+    # core's cache, each block's chunks met picked right after it is counted.
     sparse = 8 * total < hi - lo
-    n_touched = 0
-    for p in range(q_ptr[q], q_ptr[q + 1]):
-        t = q_ids[p]
+    n_terms = q_ptr[q + 1] - q_ptr[q]
+    cursor = np.empty(n_terms, dtype=np.int64)
+    ends = np.empty(n_terms, dtype=np.int64)
+    for i in range(n_terms):
+        t = q_ids[q_ptr[q] + i]
         a = t_ptr[t]
         b = t_ptr[t + 1]
         if lo > 0:
             a = a + np.searchsorted(t_idx[a:b], lo)
         if hi < n_chunks:
             b = a + np.searchsorted(t_idx[a:b], hi)
-        if sparse:
-            for x in range(a, b):
+        cursor[i] = a
+        ends[i] = b
+    n_touched = 0
+    if sparse:
+        for i in range(n_terms):
+            for x in range(cursor[i], ends[i]):
                 c = t_idx[x]
                 if acc[c] == 0:
                     touched[n_touched] = c
                     n_touched += 1
                 acc[c] += 1
-        else:
-            for x in range(a, b):
-                acc[t_idx[x]] += 1
-    if not sparse:
-        for c in range(lo, hi):
-            touched[n_touched] = c
-            n_touched += acc[c] != 0
+    else:
+        for first in range(lo, hi, _BLOCK):
+            last = min(first + _BLOCK, hi)
+            for i in range(n_terms):
+                a = cursor[i]
+                b = a + np.searchsorted(t_idx[a:ends[i]], last)
+                for x in range(a, b):
+                    acc[t_idx[x]] += 1
+                cursor[i] = b
+            for c in range(first, last):
+                touched[n_touched] = c
+                n_touched += acc[c] != 0
     # the top_k by (key desc, chunk asc): a heap whose root is the worst kept
     hk = out_keys[q]
     hc = out_ids[q]
     size = 0
     for x in range(n_touched):
         c = touched[x]
-        key = keytab[np.int64(acc[c]) * width + n_index[c]]
+        m = np.int64(acc[c])
+        if size == top_k and best[m] < hk[0]:  # no chunk of m matches can beat the worst kept
+            continue
+        key = keytab[m * width + n_index[c]]
         if size < top_k:
             i = size
             size += 1
@@ -471,7 +489,8 @@ def _top_one(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.
         if n_touched > size:  # only the lowest chosen key can tie with a chunk left out
             for x in range(n_touched):
                 c = touched[x]
-                if keytab[np.int64(acc[c]) * width + n_index[c]] == lowest:
+                m = np.int64(acc[c])
+                if best[m] >= lowest and keytab[m * width + n_index[c]] == lowest:
                     at_lowest += 1
         else:
             for x in range(size):
@@ -515,7 +534,8 @@ def _top_one(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.
 @njit(cache=True, nogil=True)
 def _top_k_block(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.ndarray,
                  lo: np.ndarray, hi: np.ndarray, top_k: int, sqrt_terms: np.ndarray,
-                 n_index: np.ndarray, keytab: np.ndarray, width: int, block: int, blocks: int,
+                 n_index: np.ndarray, keytab: np.ndarray, width: int, best: np.ndarray,
+                 block: int, blocks: int,
                  out_ids: np.ndarray, out_scores: np.ndarray, out_keys: np.ndarray,
                  out_at: np.ndarray, out_zero: np.ndarray, out_len: np.ndarray) -> None:
     """Queries block, block + blocks, ...: their rows of the output arrays."""
@@ -524,8 +544,8 @@ def _top_k_block(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx:
     touched = np.empty(n_chunks, dtype=np.int32)
     for q in range(block, q_ptr.size - 1, blocks):
         _top_one(q_ptr, q_ids, t_ptr, t_idx, q, lo[q], hi[q], top_k, sqrt_terms, n_index,
-                 keytab, width, acc, touched, out_ids, out_scores, out_keys, out_at, out_zero,
-                 out_len)
+                 keytab, width, best, acc, touched, out_ids, out_scores, out_keys, out_at,
+                 out_zero, out_len)
 
 
 def top_k_all(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np.ndarray,
@@ -535,8 +555,11 @@ def top_k_all(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np
     at_key, zero flags as (queries x top_k) arrays, and each query's row count. Queries go
     to `blocks` threads, interleaved (the compiled loop releases the GIL; numba's parallel
     runtime is not used: it would cost about 80 MB of memory for two threads); each has its
-    own counters over the chunks."""
+    own counters over the chunks. `best[m]`: the highest key of m matched terms (over every
+    chunk length), so that a chunk that cannot enter the top-k is passed over unread."""
     from concurrent.futures import ThreadPoolExecutor
+
+    best = keytab.reshape(-1, width).max(axis=1)
 
     n_q = q_ptr.size - 1
     out = (np.zeros((n_q, top_k), dtype=np.int64), np.zeros((n_q, top_k), dtype=np.float64),
@@ -545,7 +568,7 @@ def top_k_all(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np
 
     def run(block: int) -> None:
         _top_k_block(q_ptr, q_ids, t_ptr, t_idx, lo, hi, top_k, sqrt_terms, n_index, keytab,
-                     width, block, blocks, *out)
+                     width, best, block, blocks, *out)
 
     if blocks == 1:
         run(0)
