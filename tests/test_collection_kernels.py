@@ -243,3 +243,19 @@ def test_missing_passages_or_positions_take_the_joined_text_path() -> None:
     assert_same_bits(fast, slow)
     _, rows = coll.local_chunks(sentences.lazy(), 2, [SqrtLexical()])
     assert rows is not None
+
+
+def test_an_equal_key_met_later_still_wins_on_collection_order() -> None:
+    """Few postings (the kernel's sparse pass: chunks in the order their terms list them, not
+    in collection order): chunk #10 is met after #50 with the same key, and the best key its
+    matched-term count allows; it must still take rank 1, being first in the collection."""
+    texts = ["zzz"] * 200
+    texts[5] = "aa zzz zzz zzz"  # `aa` gets the lower term id: its postings are read first
+    texts[10] = "bb"
+    texts[50] = "aa"
+    sentences = pl.DataFrame({"passage": [f"p{i:03d}" for i in range(200)], "position": 0,
+                              "lang": "en", "text": texts})
+    queries = pl.DataFrame({"query": ["q"], "lang": ["en"], "text": ["aa bb"]})
+    fast, slow = both(sentences, queries, 1, 1)
+    assert_same_bits(fast, slow)
+    assert fast.row(0) == ("q", 1, "p010", 0, 1.0, True)
