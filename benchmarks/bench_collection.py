@@ -20,10 +20,19 @@ process, since Linux carries a parent's peak into its children):
   retrieve the top 10 (same chunks, same tokens: lowercase, `[a-z0-9]+`, the stopword lists);
 - `rank_bm25`: BM25Okapi, on the queries that fit in a time budget (default 20 s); its query
   rate and total for 1,000 queries are EXTRAPOLATED from that sample, and marked so;
+- `tantivy`, `tantivy-lean`: tantivy 0.27 (Rust, Python binding), one writer thread, the
+  index in memory, the same chunks, each query an OR of its terms, its own BM25 (time and
+  memory compared, not results): the text field as declared by default (positions), and the
+  least its BM25 needs (frequencies only, bm25s's tokens, stopwords never indexed);
 - `scipy-ref`: the reference, a plain scipy.sparse implementation of the same score that shares
   no code with fragbench (its own tokenizer for the ASCII synthetic text plus the stopword lists
   of `fragbench.text.STOPWORDS`, which are data): binary chunk x term CSR, binary query x term
   CSR, product, division by the square root of the chunk's term count, top 10 with the tie rule.
+
+After each size's table: the query phase's memory-bandwidth floor (the bytes the 1,000 queries
+must read: every posting of their terms, 4 B, and every matched (query, chunk) pair's term
+count, 4 B, counted by the reference; over a numpy copy bandwidth measured here), and each
+query phase as a multiple of it. bm25s and rank_bm25 run up to `--bm25-max` (1M) only.
 
 fragbench's top 10 (library and CLI) must equal the reference's on every query: same chunks,
 scores within 1e-12, same tie flags. Any disagreement is printed and the script exits 1.
@@ -34,7 +43,8 @@ average is printed at the start and at the end.
 
 Run: `make bench`, or
 `.venv/bin/python benchmarks/bench_collection.py [--sizes 10k,100k,200k] [--repeat N]
-[--queries 1000] [--seed 7] [--shuffle] [--json FILE]`; `--sizes 1m` for a million sentences.
+[--queries 1000] [--seed 7] [--shuffle] [--json FILE]`; `--sizes 1m` for a million sentences;
+issue 17's run: `--sizes 200k,1m,5m --repeat 3 --workdir /tmp/benchcorpus --no-rank-bm25`.
 Single-threaded contenders get OMP/OPENBLAS/MKL/POLARS thread counts of 1. Tests never assert
 timings; this script only reports them (the issue's targets are printed beside them).
 """

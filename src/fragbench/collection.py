@@ -24,6 +24,12 @@ The scorer builds an index once (`collection_index`), prepares every query once
 returning a sparse matrix whose absent entries score zero; a scorer says it can by listing
 "collection" in its `modes`. Queries go in batches, so memory is the index's
 (proportional to the collection) plus one batch's scores.
+
+A scorer may also offer two optional methods (docs/plugins.md), which the built-in
+`sqrt-lexical` has: `collection_index_sentences` (on one machine the sentences are then read a
+slice at a time and the chunks' text is never joined: `chunk_plan`, `local_chunks`,
+`local_tops`) and `collection_top_k` (every query's top-k by compiled loops,
+`fragbench.collection_kernels`, held to the same rule and to the same finite-score check).
 """
 
 from __future__ import annotations
