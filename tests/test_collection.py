@@ -180,3 +180,18 @@ def test_bad_collection_input_is_one_line(tmp_path: Path, change, words: str) ->
     [line] = error_lines(result.stderr)
     assert words in line and "s.parquet" in line
     assert not (tmp_path / "r.parquet").exists()
+
+
+def test_a_row_index_given_with_the_input_sets_the_collection_order() -> None:
+    """A frame read back in another order (as Ray's blocks come back) carries the input's row
+    index, `_row`: the chunks come out in the order of that index, not of the frame's rows."""
+    from fragbench.collection import chunk_collection
+
+    rows, _ = synthetic(11, passages=30)
+    frame = pl.DataFrame(rows, schema=["passage", "position", "lang", "text"], orient="row")
+    want = chunk_collection(frame.lazy(), 2)
+    shuffled = frame.with_row_index("_row").sample(fraction=1.0, shuffle=True, seed=3)
+    got = chunk_collection(shuffled.lazy(), 2)
+    assert not shuffled["_row"].is_sorted()
+    assert got.drop("first").equals(want.drop("first"))
+    assert got["first"].equals(want["first"])

@@ -101,9 +101,11 @@ def chunk_collection(sentences: pl.LazyFrame, chunk_size: int) -> pl.DataFrame:
     `first` is the input row of the passage's first sentence: (first, chunk) is the chunk's
     place in the collection order, whatever part of the collection a frame holds (the Ray
     engine's shards keep it from the input's row index, numbered before anything is split)."""
-    rows = sentences.select("passage", "position", "lang", "text")
-    if "_row" not in rows.collect_schema():
-        rows = rows.with_row_index("_row")
+    columns = ["passage", "position", "lang", "text"]
+    if "_row" in sentences.collect_schema():
+        rows = sentences.select(*columns, pl.col("_row").cast(pl.Int64))
+    else:
+        rows = sentences.select(*columns).with_row_index("_row")
     order = (rows.group_by("passage").agg(pl.col("_row").min().alias("first"),
                                           pl.col("lang").first().alias("lang"))
              .sort("first").select("passage", "first", "lang"))
