@@ -25,6 +25,8 @@ $(STAMP): $(UV) pyproject.toml uv.lock $(wildcard plugins/*/pyproject.toml)
 	$(UV) sync --frozen --inexact --compile-bytecode --python $(PYTHON)
 	@echo "make: compiling fragbench and its plugins to bytecode"
 	$(VENV)/bin/python -m compileall -q src plugins
+	@echo "make: compiling collection mode's loops (numba, once: about 15 s)"
+	$(VENV)/bin/python -m fragbench.collection_warm
 	touch $(STAMP)
 
 # The demo's series are scratch: outputs/demo is replaced on every run. Recorded series live
