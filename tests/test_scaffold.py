@@ -88,8 +88,10 @@ def tested(generated: tuple[Path, Path]) -> dict[str, dict[str, str]]:
         detail = "".join(child.get("message", "") + (child.text or "") for child in case)
         # A test file that could not be collected has no class name: its own name says which.
         module = (case.get("classname") or case.get("name", "")).rsplit(".", 1)[-1]
-        outcomes.setdefault(module, {})[case.get("name", "")] = \
-            (kinds[0] + ": " + detail) if kinds else "passed"
+        tests = outcomes.setdefault(module, {})
+        # Outcomes are found by test file name: two packages sharing one would mix theirs.
+        assert case.get("name", "") not in tests, f"two packages have a test file {module}"
+        tests[case.get("name", "")] = (kinds[0] + ": " + detail) if kinds else "passed"
     return outcomes
 
 
