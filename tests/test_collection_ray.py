@@ -7,30 +7,54 @@ written in many row groups, and split into more shards (7) than the cluster has 
 that several shards wait, run in any order and come back in any order. Each setting of a
 sweep must give the local engine's table exactly (`.equals`: the same rows in the same order,
 the same bits).
+
+A few tests run the command in a process of its own, with a Ray temporary folder of its own
+(`RAY_TMPDIR`), where what that process starts, connects to and leaves behind is under test.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import error_lines, run_cli, run_process
+from conftest import error_lines, process_env, run_cli, run_process
 from test_collection import synthetic
 
 from fragbench.collection import chunk_collection, read_inputs
-from fragbench.collection_ray import SHARDED_MODE, _index_bytes, compute_ray
+from fragbench.collection_ray import (
+    SHARDED_MODE,
+    _index_bytes,
+    _shard_files,
+    assign_shards,
+    check_work_dir,
+    compute_ray,
+    environment,
+    ray_session,
+    same_cluster,
+    shard_task,
+)
 from fragbench.collection_sweep import MANIFEST, Sweep
+from fragbench.errors import UsageError
 from fragbench.plugins import registry
 
 ray = pytest.importorskip("ray", reason="the dev environment installs ray (fragbench[ray])")
 
 SHARDS = "7"
 SETTINGS = ["--chunk-size", "2,3", "--top-k", "1,2"]
+PATIENT = {"worker_register_timeout_seconds": 600, "gcs_server_request_timeout_seconds": 600}
+"""Ray's start-up bounds a loaded machine can hit (a new worker must register within 60 s,
+importing Polars, numba and fragbench; a GCS request within 60 s), raised for the tests to
+bounds only a hung cluster reaches. The raylet's 30 s to register is fixed in Ray's code."""
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +64,8 @@ def cluster() -> Iterator[str]:
     import logging
 
     context = ray.init(num_cpus=2, object_store_memory=80 * 2**20, include_dashboard=False,
-                       logging_level=logging.ERROR, log_to_driver=False)
+                       logging_level=logging.ERROR, log_to_driver=False,
+                       _system_config=PATIENT)
     try:
         yield context.address_info["address"]
     finally:
@@ -53,7 +78,10 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     rows, queries = synthetic(20261202, passages=70)
     sentences = pl.DataFrame(rows, schema=["passage", "position", "lang", "text"],
                              orient="row")
-    sentences.write_parquet(folder / "s.parquet", row_group_size=13)  # ~20 row groups
+    # ~20 row groups: Ray never reads the input, but the driver numbers its rows (`_row`) in
+    # one streaming pass that writes the shard files; that numbering must follow the file's
+    # order across row groups, or ties go to the wrong chunk
+    sentences.write_parquet(folder / "s.parquet", row_group_size=13)
     chosen = pl.DataFrame(queries[:400], schema=["query", "lang", "text"], orient="row")
     chosen.write_parquet(folder / "q.parquet")
     # restricted: each query to one passage (some to a passage the collection lacks)
@@ -68,6 +96,117 @@ def run(inputs: dict[str, Path], queries: str, out: Path, *args: str) -> None:
                   str(inputs[queries]), *args, "--out", str(out))
     assert ran.returncode == 0, ran.stderr
 
+
+def own_ray(temp: Path, **extra: str) -> dict[str, str]:
+    """A subprocess's environment with a Ray temporary folder of its own (no cluster of
+    another test or session is found there) and Ray's start-up bounds raised (PATIENT)."""
+    return process_env({"RAY_TMPDIR": str(temp), **extra,
+                        **{f"RAY_{k}": str(v) for k, v in PATIENT.items()}})
+
+
+def ray_processes(temp: Path) -> list[str]:
+    """The command lines of the live raylet and gcs_server processes of the Ray temporary
+    folder `temp` (their command lines name its session folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if str(temp) in command and ("raylet" in command or "gcs_server" in command):
+            found.append(command)
+    return found
+
+
+def none_left(temp: Path) -> bool:
+    """No raylet or gcs_server of `temp` alive. Ray signals them at shutdown without waiting,
+    so this polls; a cluster left behind never goes away, so the bound (2 minutes, far above
+    the second or so they take to exit) only decides how long a failing test takes."""
+    deadline = time.monotonic() + 120
+    while ray_processes(temp) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not ray_processes(temp)
+
+
+LOSE_A_SHARD_FILE = """
+import sys
+from fragbench import collection_ray
+
+written = collection_ray._shard_files
+
+def lose_one(*args):
+    # as on a node that cannot read the driver's folder: the file is not where the task looks
+    files = written(*args)
+    files[0][0].unlink()
+    return files
+
+collection_ray._shard_files = lose_one
+from fragbench.cli import main
+
+sys.argv[0] = "fragbench"
+main()
+"""
+
+
+@pytest.fixture
+def ray_temp() -> Iterator[Path]:
+    """A short Ray temporary folder (Ray's socket paths must stay under 108 bytes)."""
+    temp = Path(tempfile.mkdtemp(prefix="fbray-", dir="/tmp"))
+    try:
+        yield temp
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_the_command_starts_and_stops_a_cluster_of_its_own_and_cleans_up_after_a_failure(
+        inputs: dict[str, Path], tmp_path: Path, ray_temp: Path) -> None:
+    """Without --ray-address, a process of its own with no Ray connection starts a local
+    cluster for the run, even with RAY_ADDRESS set (here `auto`, which would fail: no cluster
+    in this Ray temporary folder), and stops it: the table is the local engine's, --work-dir
+    is left empty and no raylet or gcs_server is left. A task that fails (a shard file it
+    cannot read, as on a node without the driver's folder) ends the run in one line, exit 4,
+    with the same cleanup and nothing written."""
+    local, work = tmp_path / "local.parquet", tmp_path / "work"
+    work.mkdir()
+    run(inputs, "queries", local, "--chunk-size", "2")
+    common = ["retrieve", "--collection", str(inputs["sentences"]), "--queries",
+              str(inputs["queries"]), "--chunk-size", "2", "--engine", "ray", "--shards", "3",
+              "--work-dir", str(work)]
+    out = tmp_path / "ray.parquet"
+    done = run_process(*common, "--out", str(out), env=own_ray(ray_temp, RAY_ADDRESS="auto"))
+    assert done.returncode == 0, done.stderr
+    assert pl.read_parquet(out).equals(pl.read_parquet(local))
+    assert list(work.iterdir()) == [] and none_left(ray_temp)
+
+    lost = tmp_path / "lost.parquet"
+    failed = subprocess.run([sys.executable, "-c", LOSE_A_SHARD_FILE, *common, "--out",
+                             str(lost)], env=own_ray(ray_temp), capture_output=True,
+                            text=True, check=False)
+    assert failed.returncode == 4, failed.stderr
+    [line] = error_lines(failed.stderr)
+    assert "a Ray task failed: FileNotFoundError:" in line, line
+    assert "--work-dir on storage every node reads" in line
+    assert "install fragbench (the same versions) on every node" in line
+    assert not lost.exists()
+    assert list(work.iterdir()) == [] and none_left(ray_temp)
+
+
+def test_ray_address_auto_without_a_cluster_is_one_line(inputs: dict[str, Path],
+                                                         tmp_path: Path, ray_temp: Path) -> None:
+    """In a process with no Ray connection and no cluster to find: fragbench's words, not
+    Ray's flags nor the advice for a file error. (These process tests come before the
+    module's cluster starts: `auto` finds any raylet this machine runs.)"""
+    if ray_processes(Path("/")):
+        pytest.skip("a Ray cluster of another process runs on this machine; auto would use it")
+    out = tmp_path / "r.parquet"
+    done = run_process("retrieve", "--collection", str(inputs["sentences"]), "--queries",
+                       str(inputs["queries"]), "--engine", "ray", "--ray-address", "auto",
+                       "--out", str(out), env=own_ray(ray_temp))
+    assert done.returncode == 4, done.stderr
+    [line] = error_lines(done.stderr)
+    assert line.startswith("fragbench: --ray-address auto: no running Ray cluster was found")
+    assert "--address" not in line and "writable" not in line
+    assert not out.exists() and os.listdir(tmp_path) == []
 
 def test_a_sweep_on_ray_equals_the_local_engine(cluster: str, inputs: dict[str, Path],
                                                 tmp_path: Path) -> None:
@@ -178,10 +317,13 @@ def test_shard_files_without_polars_partitioned_sink(cluster: str, inputs: dict[
     assert got[(3, 2, "sqrt-lexical")].equals(want[(3, 2, "sqrt-lexical")])
 
 
-def closed_port() -> int:
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A port on 127.0.0.1 where nothing answers: bound by the test (so no other process,
+    a Ray one included, can take it meanwhile) and not listening, until the test ends."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        yield int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize(("args", "code", "words"), [
@@ -192,8 +334,8 @@ def closed_port() -> int:
 ])
 def test_bad_ray_options_are_one_line_and_write_nothing(
         cluster: str, inputs: dict[str, Path], tmp_path: Path, args: list[str], code: int,
-        words: list[str]) -> None:
-    args = [a.format(port=closed_port()) for a in args]
+        words: list[str], closed_port: int) -> None:
+    args = [a.format(port=closed_port) for a in args]
     out = tmp_path / "r.parquet"
     ran = run_cli("retrieve", "--collection", str(inputs["sentences"]), "--queries",
                   str(inputs["queries"]), "--engine", "ray", *args, "--out", str(out))
@@ -253,3 +395,52 @@ def test_without_ray_the_engine_says_how_to_install_it(inputs: dict[str, Path],
     [line] = error_lines(ran.stderr)
     assert "pip install 'fragbench[ray]'" in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_shards_are_contiguous_runs_of_about_equal_sentences_past_32_bits() -> None:
+    """5,000 passages of 1,000 sentences into 1,000 shards (the review's shape, as the
+    passages' table the driver builds: Polars counts are UInt32): start x shards passes 2**32,
+    and the shards must still be 1,000 runs of five passages each, in collection order."""
+    passages = pl.DataFrame({"passage": [f"p{i}" for i in range(5000)],
+                             "n": pl.Series([1000] * 5000, dtype=pl.UInt32)})
+    shards = assign_shards(passages, 1000)["shard"]
+    assert shards.to_list() == [i // 5 for i in range(5000)]
+
+
+def test_a_cluster_of_several_nodes_needs_a_work_dir(tmp_path: Path) -> None:
+    """The shard files go to the driver's temporary folder without --work-dir: one line on a
+    cluster of more than one alive node (a dead node's entry does not count)."""
+    one, dead = {"Alive": True}, {"Alive": False}
+    check_work_dir([one, dead], None)
+    check_work_dir([one, one], tmp_path)
+    with pytest.raises(UsageError, match="the Ray cluster has 2 nodes: give --work-dir"):
+        check_work_dir([one, dead, one], None)
+
+
+def test_an_address_naming_the_connected_cluster_otherwise_is_accepted(cluster: str) -> None:
+    """`localhost:PORT` is the cluster at this machine's `IP:PORT` (Ray names its GCS by the
+    node's IP); another port is refused, naming what is connected and what was asked."""
+    _, port = cluster.rsplit(":", 1)
+    assert same_cluster(f"localhost:{port}", f"127.0.0.1:{port}")
+    assert not same_cluster(f"localhost:{port}", f"192.0.2.77:{port}", "192.0.2.1")
+    with ray_session(f"localhost:{port}") as connected:
+        assert connected.get_runtime_context().gcs_address == cluster
+    other = f"localhost:{int(port) % 65535 + 1}"
+    with pytest.raises(UsageError) as refused, ray_session(other):
+        pass
+    assert f"--ray-address {other}:" in str(refused.value) and cluster in str(refused.value)
+
+
+def test_a_shard_task_stops_as_soon_as_its_index_exceeds_shard_memory(
+        inputs: dict[str, Path], tmp_path: Path) -> None:
+    """The bound is enforced in the task itself, as the index is built (not by the driver
+    after every task has ended); the task is called here as a Ray worker calls it."""
+    sentences_lf, query_frame = read_inputs(inputs["sentences"], inputs["queries"])
+    [paths] = _shard_files(sentences_lf, 1, tmp_path / "shards")
+    args = ([str(p) for p in paths], 0, 2, ["sqrt-lexical"], 1, query_frame,
+            environment(["sqrt-lexical"]))
+    built = shard_task(*args)["index_bytes"]["sqrt-lexical"]
+    with pytest.raises(UsageError, match=f"--shard-memory {built - 1}: shard 0's index took "
+                                         f"{built} bytes at chunk size 2"):
+        shard_task(*args, built - 1)
+    assert shard_task(*args, built)["index_bytes"]["sqrt-lexical"] == built

@@ -27,14 +27,18 @@ a shard's index would compute from that shard alone). The built-in `sqrt-lexical
 
 Memory: `shard_memory` (bytes) is given to Ray as each task's `memory` resource, which Ray
 uses only to schedule (it starts no more tasks on a node than its memory resource allows; it
-does not cap a process). It is also checked: every task measures the index it built, and a
-run where one exceeds `shard_memory` is refused after the tasks end (more shards make
-smaller indexes), with nothing written.
+does not cap a process). It is also checked, as index memory per shard: a task measures each
+index as soon as it is built and stops there, before scoring, when it exceeds `shard_memory`;
+the driver then cancels the other tasks and refuses the run (more shards make smaller
+indexes), with nothing written. What is measured is the index alone, not the shard's frame.
 
-Ray: without an address a local Ray cluster is started for the run and stopped after it;
-with one (`host:port`, `ray://host:port` or `auto`) the driver connects to that cluster, and
-only disconnects at the end. A process already connected to Ray (a notebook, the tests) is
-used as it is and left connected.
+Ray: without an address a local Ray cluster is started for the run and stopped after it,
+whatever `RAY_ADDRESS` says; with one (`host:port`, `ray://host:port` or `auto`) the driver
+connects to that cluster, and only disconnects at the end. A process already connected to Ray
+(a notebook, the tests) is used as it is and left connected. On a cluster of more than one
+node, `work_dir` must be given (the workers read the shard files by path); a task that fails
+with anything but a fragbench error (a shard file it cannot read, a node without fragbench) is
+one line with its cause and that hint, exit 4.
 """
 
 from __future__ import annotations
@@ -122,27 +126,95 @@ def check_address(address: str) -> None:
                              "`ray start --head` or correct the address.") from None
 
 
+def _endpoints(address: str) -> set[tuple[str, int]]:
+    """The (IP, port) pairs `host:port` (or `ray://host:port`) resolves to; none if it is not
+    that form or does not resolve."""
+    match = re.fullmatch(r"(?:ray://)?\[?([^\]]+?)\]?:([0-9]{1,5})", address)
+    if not match:
+        return set()
+    try:
+        found = socket.getaddrinfo(match.group(1), int(match.group(2)),
+                                   type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return set()
+    return {(str(info[4][0]), int(info[4][1])) for info in found}
+
+
+def same_cluster(asked: str, current: str, node_ip: str = "") -> bool:
+    """Whether `--ray-address asked` names the cluster at `current` (its GCS address): equal
+    as text, or the same port at a common IP, or the same port on this machine (`node_ip`,
+    loopback or this host's name: `localhost:6379` is the GCS at `10.0.0.5:6379` when that is
+    this machine's address)."""
+    if asked == current:
+        return True
+    mine, theirs = _endpoints(asked), _endpoints(current)
+    if mine & theirs:
+        return True
+    here = {node_ip} | {ip for ip, _ in _endpoints(f"{socket.gethostname()}:1")}
+
+    def local(ip: str) -> bool:
+        return ip in here or ip == "::1" or ip.startswith("127.")
+
+    return any(port == other and local(ip) and local(current_ip)
+               for ip, port in mine for current_ip, other in theirs)
+
+
 @contextlib.contextmanager
 def ray_session(address: str | None) -> Iterator[Any]:
     """Ray, connected for the run: to `address`, or to a local cluster started now and
-    stopped after; a process already connected is used and left as it is."""
+    stopped after (never the cluster `RAY_ADDRESS` names: no address means a cluster of the
+    run's own); a process already connected is used and left as it is."""
     ray = import_ray()
     if ray.is_initialized():
         current = ray.get_runtime_context().gcs_address
-        if address not in (None, "auto", current):
+        if address not in (None, "auto") and not same_cluster(
+                address, current, ray.util.get_node_ip_address()):
             raise UsageError(f"--ray-address {address}: this process is already connected to "
-                             f"the Ray cluster at {current}; give that address or none.")
+                             f"the Ray cluster at {current} (a Ray Client address is compared "
+                             "as given); give that address or none.")
         yield ray
         return
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
-    if address is None:
-        ray.init(include_dashboard=False, **quiet)
+    if address is None:  # "local": with no address, Ray would join RAY_ADDRESS's cluster
+        ray.init(address="local", include_dashboard=False, **quiet)
     else:
-        ray.init(address=address, **quiet)
+        try:
+            ray.init(address=address, **quiet)
+        except ConnectionError:
+            # Ray's own message names its flags (and the CLI would add an OSError's advice);
+            # `auto` with no cluster on this machine ends here (a HOST:PORT was checked)
+            raise FragbenchError(f"--ray-address {address}: no running Ray cluster was "
+                                 "found; start the cluster's head on this machine, or give "
+                                 "its HOST:PORT.") from None
     try:
         yield ray
     finally:
         ray.shutdown()  # stops a cluster started here; from another one it only disconnects
+
+
+def check_work_dir(nodes: list[dict[str, Any]], work_dir: Path | None) -> None:
+    """Refuse, in one line, a cluster of more than one alive node without `--work-dir`: the
+    shard files would be in the driver's temporary folder, which the other nodes cannot
+    read."""
+    alive = sum(1 for n in nodes if n.get("Alive"))
+    if alive > 1 and work_dir is None:
+        raise UsageError(f"the Ray cluster has {alive} nodes: give --work-dir, a folder every "
+                         "node reads at the same path (the workers read the shard files "
+                         "there).")
+
+
+def assign_shards(passages: Any, shards: int) -> Any:
+    """Each passage's shard (Int32, numbered from 0), given the passages in collection order
+    with their sentence counts (`n`): `shards` runs (fewer if there are fewer passages) of
+    about equal sentence counts, contiguous in collection order. Columns: passage, shard."""
+    import polars as pl
+
+    sizes = pl.col("n").cast(pl.Int64)  # Polars counts are UInt32: start * count overflows
+    total = int(passages["n"].cast(pl.Int64).sum())
+    count = max(1, min(shards, passages.height))
+    start = sizes.cum_sum() - sizes
+    return passages.select(
+        "passage", (((start * count) // total).rank("dense").cast(pl.Int32) - 1).alias("shard"))
 
 
 def _largest_node_memory(ray: Any) -> float:
@@ -162,11 +234,7 @@ def _shard_files(sentences_lf: Any, shards: int, folder: Path) -> list[list[Path
                 .sort("first").collect())
     if passages.height == 0:
         return []
-    total = int(passages["n"].sum())
-    count = max(1, min(shards, passages.height))
-    start = passages["n"].cum_sum() - passages["n"]
-    passages = passages.select(
-        "passage", (((start * count) // total).rank("dense").cast(pl.Int32) - 1).alias("shard"))
+    passages = assign_shards(passages, shards)
     assigned = rows.join(passages.lazy(), on="passage", maintain_order="left")
     numbers = passages["shard"].unique().sort().to_list()
     if hasattr(pl, "PartitionBy"):  # one pass (Polars marks this sink unstable)
@@ -241,11 +309,13 @@ def _same_environment(expected: dict[str, str], scorer_names: list[str]) -> None
 
 
 def shard_task(paths: list[str], shard: int, chunk_size: int, scorer_names: list[str],
-               top_k: int, queries: Any, expected: dict[str, str]) -> dict[str, Any]:
+               top_k: int, queries: Any, expected: dict[str, str],
+               shard_memory: int | None = None) -> dict[str, Any]:
     """One shard at one chunk size, in a Ray worker: chunked once, then per scorer its index,
     its tops at `top_k` (TOPS_SCHEMA, `query` the row of the whole query frame) and the
     index's bytes; refused first if the worker's environment is not the driver's
-    (`expected`).
+    (`expected`), and stopped (UsageError) as soon as an index it builds takes more than
+    `shard_memory` bytes, before that index is used.
 
     The shard is chunked and indexed as the local engine does a whole collection
     (`local_chunks`, `local_tops`: the sentences indexed without joining the chunks' text when
@@ -279,7 +349,7 @@ def shard_task(paths: list[str], shard: int, chunk_size: int, scorer_names: list
         if chosen.height == 0 or chunks.height == 0:
             tops[name], sizes[name] = None, 0
             continue
-        with _measured(scorer) as built:
+        with _measured(scorer, shard_memory, shard, chunk_size) as built:
             found = local_tops(sentences, chunks, chunk_of_row, chosen, top_k, scorer)
         sizes[name] = max(built, default=0)
         found = found.with_columns(pl.lit(shard, dtype=pl.Int32).alias("shard"))
@@ -292,10 +362,11 @@ def shard_task(paths: list[str], shard: int, chunk_size: int, scorer_names: list
 
 
 @contextlib.contextmanager
-def _measured(scorer: Any) -> Iterator[list[int]]:
+def _measured(scorer: Any, bound: int | None = None, shard: int = 0,
+              chunk_size: int = 0) -> Iterator[list[int]]:
     """The bytes of each index the scorer builds within the block: its index methods are
     wrapped on this instance for the block (the same object, so errors still name the plugin
-    as the registry knows it), then restored."""
+    as the registry knows it), then restored. An index over `bound` bytes raises at once."""
     built: list[int] = []
     wrapped = [n for n in ("collection_index", "collection_index_sentences")
                if hasattr(scorer, n) and n not in vars(scorer)]
@@ -304,6 +375,10 @@ def _measured(scorer: Any) -> Iterator[list[int]]:
         def measured(*args: Any) -> Any:
             index = own(*args)
             built.append(_index_bytes(index))
+            if bound is not None and built[-1] > bound:
+                raise UsageError(f"--shard-memory {bound}: shard {shard}'s index took "
+                                 f"{built[-1]} bytes at chunk size {chunk_size}; give more "
+                                 "--shards (or more memory). Nothing was written.")
             return index
         return measured
 
@@ -334,6 +409,7 @@ def compute_ray(sentences_lf: Any, query_frame: Any, sweep: Any, scorers: dict[s
         resources = ray.cluster_resources()
         report.cluster_cpus = float(resources.get("CPU", 0.0))
         report.address = ray.get_runtime_context().gcs_address
+        check_work_dir(ray.nodes(), work_dir)
         if shard_memory is not None and shard_memory > _largest_node_memory(ray):
             raise UsageError(f"--shard-memory {shard_memory}: no node of the Ray cluster "
                              f"offers that much memory (the largest offers "
@@ -356,19 +432,13 @@ def compute_ray(sentences_lf: Any, query_frame: Any, sweep: Any, scorers: dict[s
             largest = max(sweep.top_ks)
             expected = environment(list(sweep.scorers))
             refs = [task.remote([str(p) for p in paths], shard, size, list(sweep.scorers),
-                                largest, queries_ref, expected)
+                                largest, queries_ref, expected, shard_memory)
                     for size in sweep.chunk_sizes for shard, paths in enumerate(files)]
             done = _gather(ray, refs)
             report.seconds["shard tasks"] = time.perf_counter() - began
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     report.tasks = [{k: v for k, v in d.items() if k != "tops"} for d in done]
-    if shard_memory is not None and report.largest_index() > shard_memory:
-        worst = max(report.tasks, key=lambda t: max(t["index_bytes"].values(), default=0))
-        raise UsageError(f"--shard-memory {shard_memory}: shard {worst['shard']}'s index "
-                         f"took {max(worst['index_bytes'].values())} bytes at chunk size "
-                         f"{worst['chunk_size']}; give more --shards (or more memory). "
-                         "Nothing was written.")
     began = time.perf_counter()
     results = {}
     for size in sweep.chunk_sizes:
@@ -382,19 +452,40 @@ def compute_ray(sentences_lf: Any, query_frame: Any, sweep: Any, scorers: dict[s
 
 
 def _gather(ray: Any, refs: list[Any]) -> list[dict[str, Any]]:
-    """The tasks' results; a fragbench error in a task raised as itself, any other failure
-    of a task (a worker lost, out of memory) in one line."""
+    """The tasks' results, in the order of `refs`. The first task to fail stops the run at
+    once (the others are cancelled): a fragbench error raised as itself; any other exception
+    in a task (a shard file the node cannot read, fragbench missing on the node) in one line,
+    its type, its first line and what a cluster needs; a lost task (a worker lost, out of
+    memory) in one line."""
+    results: dict[Any, dict[str, Any]] = {}
+    pending = list(refs)
     try:
-        return list(ray.get(refs))
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            results[ready[0]] = ray.get(ready[0])
     except ray.exceptions.RayTaskError as exc:
+        _cancel(ray, pending)
         cause = getattr(exc, "cause", None)
         if isinstance(cause, FragbenchError):
             raise cause from None
-        raise
+        what = cause if isinstance(cause, BaseException) else exc
+        first = (str(what).strip().splitlines() or [""])[0]
+        raise FragbenchError(f"a Ray task failed: {type(what).__name__}: {first}; on a "
+                             "cluster, give --work-dir on storage every node reads, and "
+                             "install fragbench (the same versions) on every node.") from None
     except ray.exceptions.RayError as exc:
+        _cancel(ray, pending)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise FragbenchError(f"the Ray engine lost a shard's task ({first}); give more "
                              "--shards, or more memory per node.") from None
+    return [results[r] for r in refs]
+
+
+def _cancel(ray: Any, refs: list[Any]) -> None:
+    """Cancel tasks not yet done (on a cluster the run did not start they would run on)."""
+    for ref in refs:
+        with contextlib.suppress(Exception):  # a task that ended meanwhile
+            ray.cancel(ref, force=True)
 
 
 def parse_bytes(text: str) -> int:
