@@ -24,7 +24,7 @@ import pytest
 from fragbench import collection as coll
 from fragbench.builtin import scorers as builtin
 from fragbench.builtin.scorers import SqrtLexical
-from fragbench.errors import PluginError
+from fragbench.errors import PluginError, UsageError
 from fragbench.text import STOPWORDS
 
 
@@ -227,20 +227,17 @@ def test_a_scorer_whose_own_top_k_gives_nan_is_refused(tmp_path: Any) -> None:
         coll.retrieve_collection(sentences, queries, 1, 1, scorer=Broken())
 
 
-def test_missing_passages_or_positions_take_the_joined_text_path() -> None:
-    """The local engine plans chunks from the small columns only when no passage id or
-    position is missing; otherwise `chunk_collection` decides what becomes of such rows, as it
-    always has: the result is the protocol path's either way."""
-    sentences, queries = collection(21, passages=30, queries=100, restricted=False)
+@pytest.mark.parametrize("column", ["passage", "position"])
+def test_missing_passages_or_positions_are_refused_on_the_compiled_path(column: str) -> None:
+    """`read_inputs` refuses a sentence without passage or position (tests/
+    test_collection_inputs.py); a caller that skips it gets one line from `chunk_plan`, not a
+    crash of the compiled loops."""
+    sentences, _ = collection(21, passages=30, queries=100, restricted=False)
     holes = sentences.with_columns(
-        pl.when(pl.int_range(pl.len()) % 17 == 3).then(None).otherwise(pl.col("passage"))
-        .alias("passage"),
-        pl.when(pl.int_range(pl.len()) % 23 == 5).then(None).otherwise(pl.col("position"))
-        .alias("position"))
-    chunks, rows = coll.local_chunks(holes.lazy(), 2, [SqrtLexical()])
-    assert rows is None and "text" in chunks.columns
-    fast, slow = both(holes, queries, 2, 4)
-    assert_same_bits(fast, slow)
+        pl.when(pl.int_range(pl.len()) % 17 == 3).then(None).otherwise(pl.col(column))
+        .alias(column))
+    with pytest.raises(UsageError, match=f"a sentence without {column}"):
+        coll.local_chunks(holes.lazy(), 2, [SqrtLexical()])
     _, rows = coll.local_chunks(sentences.lazy(), 2, [SqrtLexical()])
     assert rows is not None
 
@@ -259,3 +256,21 @@ def test_an_equal_key_met_later_still_wins_on_collection_order() -> None:
     fast, slow = both(sentences, queries, 1, 1)
     assert_same_bits(fast, slow)
     assert fast.row(0) == ("q", 1, "p010", 0, 1.0, True)
+
+
+def test_the_query_kernel_uses_at_most_four_threads_with_the_same_result(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each thread holds 6 bytes per chunk: a 64-core pool must not mean 64 copies. One, two
+    and four threads give the same bits."""
+    from fragbench import collection_kernels as kernels
+
+    monkeypatch.setattr(pl, "thread_pool_size", lambda: 64)
+    assert kernels.threads() == kernels.MAX_THREADS == 4
+    monkeypatch.setattr(pl, "thread_pool_size", lambda: 1)
+    assert kernels.threads() == 1
+    sentences, queries = collection(5, passages=40, queries=200, restricted=False)
+    chunks = coll.chunk_collection(sentences.lazy(), 2)
+    one = coll.shard_tops(chunks, queries, 5, SqrtLexical())
+    for n in (2, 4):
+        monkeypatch.setattr(pl, "thread_pool_size", lambda n=n: n)
+        assert coll.shard_tops(chunks, queries, 5, SqrtLexical()).equals(one)

@@ -269,15 +269,25 @@ def _retrieve_collection(out: Path, collection: Path, queries: Path, chunk_size:
             raise UsageError(f"--work-dir {work_dir}: no such folder; create it, or leave "
                              "the option out.")
     sentences_lf, query_frame = read_inputs(collection, queries)
-    if engine == "ray":
-        results, report = cr.compute_ray(sentences_lf, query_frame, settings, scorers,
-                                         address=ray_address, shards=shards,
-                                         shard_memory=memory, work_dir=work_dir)
-        say(f"ray: {report.shards} shards, {len(report.tasks)} tasks on "
-            f"{report.cluster_cpus:g} CPUs of the cluster at {report.address}; largest shard "
-            f"index {report.largest_index()} bytes")
-    else:
-        results = cs.compute_local(sentences_lf, query_frame, settings, scorers)
+    import polars as pl
+
+    try:  # nothing is written before every setting is computed
+        if engine == "ray":
+            results, report = cr.compute_ray(sentences_lf, query_frame, settings, scorers,
+                                             address=ray_address, shards=shards,
+                                             shard_memory=memory, work_dir=work_dir)
+            say(f"ray: {report.shards} shards, {len(report.tasks)} tasks on "
+                f"{report.cluster_cpus:g} CPUs of the cluster at {report.address}; largest "
+                f"shard index {report.largest_index()} bytes")
+        else:
+            results = cs.compute_local(sentences_lf, query_frame, settings, scorers)
+    except pl.exceptions.PolarsError as exc:
+        # `read_inputs` has read every value of the queries and checked the collection's
+        # columns: what Polars still refuses is in the collection (a file changed under us).
+        from fragbench.errors import first_line
+
+        raise UsageError(f"--collection {collection}: cannot be read "
+                         f"({first_line(exc, type(exc).__name__)}); fix that value.") from None
     if settings.single:
         [table] = results.values()
         write_table(table, out)

@@ -70,7 +70,9 @@ def _scan(source: Path | pl.DataFrame | pl.LazyFrame, what: str) -> pl.LazyFrame
     if path.suffix == ".parquet":
         return pl.scan_parquet(path)
     if path.suffix in (".jsonl", ".ndjson"):
-        return pl.scan_ndjson(path)
+        # The whole file's schema: a value of another type late in the file then gives the
+        # column a type `_checked` refuses, where the first rows' schema would fail at compute.
+        return pl.scan_ndjson(path, infer_schema_length=None)
     raise UsageError(f"{what} {path}: unknown format; give a .parquet or .jsonl file.")
 
 
@@ -93,6 +95,63 @@ def _checked(frame: pl.LazyFrame, columns: dict[str, Any], what: str, source: An
             raise UsageError(f"{what} {name}: column {column} is {dtype}, it must be "
                              f"{'an integer' if kind == 'integer' else kind}.")
     return frame
+
+
+MAX_ROWS = (1 << 31) - 1
+"""Most sentences, chunks or queries of one run (or one Ray shard): row and chunk ids are
+int32 in the compiled loops and the postings, so more would wrap silently."""
+
+
+def check_count(count: int, what: str) -> None:
+    """Refuse, in one line, a count of rows or chunks that int32 ids cannot number
+    (`MAX_ROWS`). Every path calls it: `read_inputs` (sentences and queries), `shard_tops`
+    (the chunks any scorer indexes, a Ray shard's included), `chunk_plan`."""
+    if count > MAX_ROWS:
+        raise UsageError(f"{what}: {count} rows; at most {MAX_ROWS} in one run or one shard "
+                         "(split the input, or use --engine ray with more --shards).")
+
+
+def _strict(source: Any, frame: pl.LazyFrame) -> pl.LazyFrame:
+    """The frame to check values with: for a JSON lines file, the file again with the schema
+    enforced (string columns read as Categorical, which refuses a number where Polars' String
+    would turn it into text, `"text": 5` into "5"); other sources as they are."""
+    if not isinstance(source, str | Path) or Path(source).suffix == ".parquet":
+        return frame
+    schema = frame.collect_schema()
+    return pl.scan_ndjson(Path(source), schema={
+        c: pl.Categorical if t == pl.String else t for c, t in schema.items()})
+
+
+def _check_values(source: Any, frame: pl.LazyFrame, columns: list[str], required: list[str],
+                  what: str) -> int:
+    """One streaming pass over `columns`: the row count (checked, `check_count`), or one line
+    naming the file when a value cannot be read as its column's type or a row lacks a value
+    in one of the `required` columns (how many rows, and the first, counting from 1)."""
+    name = source if isinstance(source, str | Path) else "the frame"
+    strict = _strict(source, frame).select(columns)
+    missing = pl.any_horizontal(pl.col(required).is_null())
+    try:
+        # Every column's null count: each value of each column is parsed (checked).
+        rows, empty, *_ = strict.select(
+            pl.len().alias("_rows"), missing.sum().alias("_missing"),
+            pl.col(columns).null_count()).collect(engine="streaming").row(0)
+        first = None
+        if empty:
+            first = (strict.with_row_index("_at").filter(missing).head(1)
+                     .collect(engine="streaming"))
+    except pl.exceptions.PolarsError as exc:
+        first_text = first_line(exc, type(exc).__name__)
+        raise UsageError(f"{what} {name}: cannot be read ({first_text}); fix that value.") \
+            from None
+    if first is not None:
+        row = first.row(0, named=True)
+        lacking = [c for c in required if row[c] is None]
+        raise UsageError(f"{what} {name}: {empty} row(s) lack a value in "
+                         f"{' or '.join(required)}; the first is row {row['_at'] + 1} (counting "
+                         f"from 1), which lacks {', '.join(lacking)}. Give every row a value "
+                         "in each of these columns.")
+    check_count(rows, f"{what} {name}")
+    return int(rows)
 
 
 def chunk_collection(sentences: pl.LazyFrame, chunk_size: int) -> pl.DataFrame:
@@ -141,16 +200,17 @@ def chunk_plan(sentences: pl.LazyFrame, chunk_size: int) -> tuple[pl.DataFrame, 
     from fragbench import collection_kernels as kernels
 
     rows = sentences.select(pl.len()).collect().item()
-    if rows >= 1 << 31:
-        raise UsageError(f"--collection: {rows} sentences; at most {(1 << 31) - 1} on one "
-                         "machine (use --engine ray).")
+    check_count(rows, "--collection")
     keys = kernels.Vocabulary()
     group = np.empty(rows, dtype=np.int32)
     names, langs, firsts = [], [], []
     for start in range(0, rows, SLICE):
         part = sentences.select("passage", "lang").slice(start, SLICE).collect()
-        # Keys: "\x01" + the id; a missing id is one passage (as in a group-by): "\x00".
-        raw = part.select((pl.lit("\x01") + pl.col("passage")).fill_null("\x00")).to_series()
+        # Keys: "\x01" + the id (never empty; never null: `read_inputs` refuses that).
+        raw = part.select(pl.lit("\x01") + pl.col("passage")).to_series()
+        if raw.null_count():  # a caller that skipped `read_inputs`: the loops need ids
+            raise UsageError("--collection: a sentence without passage; check the input "
+                             "with read_inputs.")
         lengths = raw.str.len_bytes().cast(pl.Int64).to_numpy()
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -166,9 +226,19 @@ def chunk_plan(sentences: pl.LazyFrame, chunk_size: int) -> tuple[pl.DataFrame, 
         names.append(part["passage"].gather(new))
         langs.append(part["lang"].gather(new))
         firsts.append(new + start)
-    position = sentences.select(pl.col("position").cast(pl.Int64)).collect().to_series()
+    position = sentences.select("position").collect().to_series()
+    if position.null_count():
+        raise UsageError("--collection: a sentence without position; check the input with "
+                         "read_inputs.")
+    position = position.to_numpy()
+    if position.dtype == np.uint64:
+        # Positions only order a passage's sentences: flipping the top bit maps UInt64 onto
+        # Int64 keeping the order (a cast would refuse values of 2**63 and more).
+        position = (position ^ np.uint64(1 << 63)).view(np.int64)
+    else:
+        position = position.astype(np.int64, copy=False)
     chunk_of_row, chunk_group, chunk_number = kernels.plan_chunks(
-        group, position.to_numpy(), keys.size, chunk_size)
+        group, position, keys.size, chunk_size)
     del group, position
     take = pl.Series(chunk_group)
     first = np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.int64)
@@ -306,11 +376,22 @@ def read_inputs(sentences: Path | pl.DataFrame | pl.LazyFrame,
                 queries: Path | pl.DataFrame | pl.LazyFrame
                 ) -> tuple[pl.LazyFrame, pl.DataFrame]:
     """The sentences (checked, lazy) and the queries (checked, read: query, lang, text and,
-    when given, passage), or one line naming the file and what is wrong."""
+    when given, passage), or one line naming the file and what is wrong: a missing column, a
+    column of another type (anywhere in a JSON lines file), a value that cannot be read, a
+    sentence without passage or position (it would be lost or misplaced), a query without
+    query id, more rows than `MAX_ROWS`.
+
+    Missing values that have a meaning: a missing `text` is an empty sentence or query (no
+    terms; the sentence keeps its place in its chunk); a missing `lang` is a language without
+    a stopword list (none dropped; a passage's language is its first sentence's); a
+    restricted query's missing `passage` gives it no candidates."""
     sentences_lf = _checked(_scan(sentences, "--collection"), SENTENCE_COLUMNS, "--collection",
                             sentences)
+    _check_values(sentences, sentences_lf, list(SENTENCE_COLUMNS), ["passage", "position"],
+                  "--collection")
     queries_lf = _scan(queries, "--queries")
     query_schema = _checked(queries_lf, QUERY_COLUMNS, "--queries", queries).collect_schema()
+    _check_values(queries, queries_lf, list(QUERY_COLUMNS), ["query"], "--queries")
     restricted = "passage" in query_schema
     query_frame = queries_lf.select("query", "lang", "text",
                                     *(["passage"] if restricted else [])).collect()
@@ -338,6 +419,7 @@ def shard_tops(chunks: pl.DataFrame, query_frame: pl.DataFrame, top_k: int, scor
     collection order, with `chunk_id` numbered 0.. in that order. The scorer's index is built
     on these chunks alone, so a scorer may be sharded only when a chunk's score depends on the
     chunk and the query alone (the built-in `sqrt-lexical` does)."""
+    check_count(chunks.height, "chunks")
     index = scorer.collection_index(chunks.select("chunk_id", "lang", "text"))
     return _tops_with(index, chunks, query_frame, top_k, scorer, shard)
 
@@ -462,13 +544,11 @@ def local_chunks(sentences: pl.LazyFrame, chunk_size: int, scorers: list[Any]
     """The chunks for `local_tops` with these scorers, on this machine: `chunk_plan`'s (no
     text, and each input row's chunk) when every scorer can index sentences
     (`collection_index_sentences`) and the input has no `_row` of its own; otherwise
-    `chunk_collection`'s, text joined (and None)."""
+    `chunk_collection`'s, text joined (and None). The sentences are `read_inputs`' (no
+    missing value)."""
     if (all(hasattr(s, "collection_index_sentences") for s in scorers)
-            and "_row" not in sentences.collect_schema()
-            and not sentences.select(pl.sum_horizontal(pl.col("passage", "position")
-                                                       .null_count())).collect().item()):
+            and "_row" not in sentences.collect_schema()):
         return chunk_plan(sentences, chunk_size)
-    # (A missing passage or position: `chunk_collection` decides what becomes of the row.)
     return chunk_collection(sentences, chunk_size), None
 
 

@@ -26,13 +26,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+MAX_THREADS = 4
+"""Most threads of the query kernel. Each thread holds its own counters over every chunk of
+the collection (`acc` uint16 + `touched` int32: 6 bytes x chunks, 30 MB at 5M chunks), so
+threads multiply memory: on a 64-core node Polars' pool would add 1.9 GB at 5M chunks. Past a
+few threads the kernel is bound by memory bandwidth anyway."""
+
 
 def threads() -> int:
     """Threads the query kernel uses: Polars' thread count (POLARS_MAX_THREADS sets it; the
-    machine's cores by default), so that one setting bounds the whole run."""
+    machine's cores by default), at most `MAX_THREADS`; each costs 6 bytes x chunks."""
     import polars as pl
 
-    return max(1, int(pl.thread_pool_size()))
+    return max(1, min(int(pl.thread_pool_size()), MAX_THREADS))
 
 
 _BLOCK = 1 << 17
@@ -555,8 +561,9 @@ def top_k_all(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np
     at_key, zero flags as (queries x top_k) arrays, and each query's row count. Queries go
     to `blocks` threads, interleaved (the compiled loop releases the GIL; numba's parallel
     runtime is not used: it would cost about 80 MB of memory for two threads); each has its
-    own counters over the chunks. `best[m]`: the highest key of m matched terms (over every
-    chunk length), so that a chunk that cannot enter the top-k is passed over unread."""
+    own counters over the chunks: 6 bytes x chunks per thread (`MAX_THREADS` bounds them).
+    `best[m]`: the highest key of m matched terms (over every chunk length), so that a chunk
+    that cannot enter the top-k is passed over unread."""
     from concurrent.futures import ThreadPoolExecutor
 
     best = keytab.reshape(-1, width).max(axis=1)

@@ -150,6 +150,9 @@ class SqrtLexical:
         beside the term ids."""
         import numpy as np
 
+        from fragbench.collection import check_count
+
+        check_count(chunks.height, "chunks")  # chunk ids are int32 in the postings
         vocab = _vocabulary()
         seen = np.full(vocab.hashes.size, -1, dtype=np.int64)
         counts, parts = [], []
@@ -183,8 +186,10 @@ class SqrtLexical:
         import numpy as np
 
         from fragbench import collection_kernels as kernels
+        from fragbench.collection import check_count
 
         n_chunks = len(chunk_langs)
+        check_count(len(chunk_of_row), "sentences")  # row and chunk ids are int32
         in_order = bool((np.diff(chunk_of_row) >= 0).all())
         vocab = _vocabulary()
         seen = np.full(vocab.hashes.size, -1, dtype=np.int64)
