@@ -111,12 +111,13 @@ def check_count(count: int, what: str) -> None:
                          "(split the input, or use --engine ray with more --shards).")
 
 
-def _strict(source: Any, frame: pl.LazyFrame) -> pl.LazyFrame:
-    """The frame to check values with: for a JSON lines file, the file again with the schema
-    enforced (string columns read as Categorical, which refuses a number where Polars' String
-    would turn it into text, `"text": 5` into "5"); other sources as they are."""
+def _strict(source: Any, frame: pl.LazyFrame) -> pl.LazyFrame | None:
+    """For a JSON lines file, the file again with the schema enforced (string columns read as
+    Categorical, which refuses a number where Polars' String would turn it into text,
+    `"text": 5` into "5"): every value must then be read once to be checked. None for a
+    typed source (Parquet, a frame): its values are of its columns' types."""
     if not isinstance(source, str | Path) or Path(source).suffix == ".parquet":
-        return frame
+        return None
     schema = frame.collect_schema()
     return pl.scan_ndjson(Path(source), schema={
         c: pl.Categorical if t == pl.String else t for c, t in schema.items()})
@@ -124,17 +125,20 @@ def _strict(source: Any, frame: pl.LazyFrame) -> pl.LazyFrame:
 
 def _check_values(source: Any, frame: pl.LazyFrame, columns: list[str], required: list[str],
                   what: str) -> int:
-    """One streaming pass over `columns`: the row count (checked, `check_count`), or one line
-    naming the file when a value cannot be read as its column's type or a row lacks a value
-    in one of the `required` columns (how many rows, and the first, counting from 1)."""
+    """One streaming pass: the row count (checked, `check_count`), or one line naming the
+    file when a value of `columns` cannot be read as its column's type (JSON lines: every
+    value is read; Parquet: only the `required` columns) or a row lacks a value in one of the
+    `required` columns (how many rows, and the first, counting from 1)."""
     name = source if isinstance(source, str | Path) else "the frame"
-    strict = _strict(source, frame).select(columns)
+    strict = _strict(source, frame)
+    read = columns if strict is not None else required
+    strict = (strict if strict is not None else frame).select(columns)
     missing = pl.any_horizontal(pl.col(required).is_null())
     try:
-        # Every column's null count: each value of each column is parsed (checked).
+        # Each read column's null count: each of its values is parsed (checked).
         rows, empty, *_ = strict.select(
             pl.len().alias("_rows"), missing.sum().alias("_missing"),
-            pl.col(columns).null_count()).collect(engine="streaming").row(0)
+            pl.col(read).null_count()).collect(engine="streaming").row(0)
         first = None
         if empty:
             first = (strict.with_row_index("_at").filter(missing).head(1)
