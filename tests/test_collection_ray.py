@@ -144,7 +144,11 @@ collection_ray._shard_files = lose_one
 from fragbench.cli import main
 
 sys.argv[0] = "fragbench"
-main()
+try:
+    main()
+finally:  # before Ray's own exit hook, which would stop a cluster left running
+    import ray
+    print("connected to Ray after the command:", ray.is_initialized(), file=sys.stderr)
 """
 
 
@@ -183,6 +187,7 @@ def test_the_command_starts_and_stops_a_cluster_of_its_own_and_cleans_up_after_a
                              str(lost)], env=own_ray(ray_temp), capture_output=True,
                             text=True, check=False)
     assert failed.returncode == 4, failed.stderr
+    assert "connected to Ray after the command: False" in failed.stderr
     [line] = error_lines(failed.stderr)
     assert "a Ray task failed: FileNotFoundError:" in line, line
     assert "--work-dir on storage every node reads" in line
