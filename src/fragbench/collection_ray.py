@@ -476,8 +476,12 @@ def _gather(ray: Any, refs: list[Any]) -> list[dict[str, Any]]:
     except ray.exceptions.RayError as exc:
         _cancel(ray, pending)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise FragbenchError(f"the Ray engine lost a shard's task ({first}); give more "
-                             "--shards, or more memory per node.") from None
+        # a worker lost or killed (out of memory), or one that could not load the task (a
+        # node without fragbench can fail here, as a system error, rather than in the task)
+        raise FragbenchError(f"the Ray engine lost a shard's task ({type(exc).__name__}: "
+                             f"{first}); give more --shards or more memory per node, and on "
+                             "a cluster install fragbench (the same versions) on every "
+                             "node.") from None
     return [results[r] for r in refs]
 
 
