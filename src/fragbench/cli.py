@@ -159,14 +159,16 @@ def retrieve(
              "tables.")] = "local",
     ray_address: Annotated[str | None, typer.Option(
         help="With --engine ray: a running cluster's HOST:PORT (or ray://HOST:PORT, auto). "
-             "Without it, a local Ray cluster is started for the run and stopped after.")]
+             "Without it, a local Ray cluster is started for the run and stopped after "
+             "(RAY_ADDRESS is not followed).")]
     = None,
     shards: Annotated[int | None, typer.Option(
         min=1, max=1_000_000, help="With --engine ray: shards of the collection (default: "
                                    "the cluster's CPUs).")] = None,
     shard_memory: Annotated[str | None, typer.Option(
-        help="With --engine ray: memory per shard task (e.g. 2GiB): Ray schedules by it, and "
-             "a run where a shard's index exceeds it is refused.")] = None,
+        help="With --engine ray: index memory per shard (e.g. 2GiB): Ray schedules each shard "
+             "task by it, and a task whose index exceeds it stops the run (exit 2, nothing "
+             "written).")] = None,
     work_dir: Annotated[Path | None, typer.Option(
         help="With --engine ray: where the shard files are written (default: a temporary "
              "folder; on several machines, a folder every node reads at the same path); "
