@@ -209,6 +209,18 @@ def _insert(table: np.ndarray, hashes: np.ndarray, starts: np.ndarray, lens: np.
     return size
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _next_term(data: np.ndarray, i: int, end: int, pretokenized: bool) -> tuple:
+    """The next term of data[i:end]: (start, stop), start == end when no term is left (the
+    one term scanner of `index_texts` and `lookup_texts`)."""
+    while i < end and not _is_term_byte(data[i], pretokenized):
+        i += 1
+    j = i
+    while j < end and _is_term_byte(data[j], pretokenized):
+        j += 1
+    return i, j
+
+
 @njit(cache=True, nogil=True)
 def add_words(vocab: tuple, data: np.ndarray, offsets: np.ndarray, bit: int, row: int) -> int:
     """Adds the words (pretokenized, one a row) from `row` on, with language bit `bit` set in
@@ -255,13 +267,9 @@ def index_texts(vocab: tuple, data: np.ndarray, offsets: np.ndarray, pretokenize
         i = offsets[row]
         end = offsets[row + 1]
         while i < end:
-            while i < end and not _is_term_byte(data[i], pre):
-                i += 1
+            i, j = _next_term(data, i, end, pre)
             if i >= end:
                 break
-            j = i
-            while j < end and _is_term_byte(data[j], pre):
-                j += 1
             h = _hash(data, i, j, pre)
             tid, slot = _find(table, hashes, starts, lens, arena, data, i, j, pre, h)
             if tid < 0:
@@ -302,13 +310,9 @@ def lookup_texts(vocab: tuple, data: np.ndarray, offsets: np.ndarray, pretokeniz
         i = offsets[row]
         end = offsets[row + 1]
         while i < end:
-            while i < end and not _is_term_byte(data[i], pre):
-                i += 1
+            i, j = _next_term(data, i, end, pre)
             if i >= end:
                 break
-            j = i
-            while j < end and _is_term_byte(data[j], pre):
-                j += 1
             h = _hash(data, i, j, pre)
             tid, _ = _find(table, hashes, starts, lens, arena, data, i, j, pre, h)
             i = j
