@@ -277,22 +277,22 @@ def test_another_process_connects_to_a_running_cluster_and_leaves_it_running(
 def test_each_shard_index_fits_a_memory_the_whole_index_exceeds(
         cluster: str, inputs: dict[str, Path], tmp_path: Path) -> None:
     """--shard-memory is Ray's `memory` resource for each task (scheduling) and a measured
-    bound: every shard's index is at most it while one index of the whole collection is
-    above it; a bound below the largest shard's index refuses the run, nothing written."""
+    bound: with a bound one byte below one index of the whole collection, every shard's
+    index is at most it and the run completes; a bound below the largest shard's index
+    refuses the run, nothing written. (Two runs of the cluster's tasks, not three: the
+    bound `whole - 1` is between the largest shard's index and the whole one as soon as the
+    largest is smaller than the whole, which the first assert shows.)"""
     sentences_lf, query_frame = read_inputs(inputs["sentences"], inputs["queries"])
     scorer = registry().get("scorer", "sqrt-lexical")
     sweep = Sweep((2,), (1,), ("sqrt-lexical",))
     whole = _index_bytes(scorer.collection_index(
         chunk_collection(sentences_lf, 2).select("chunk_id", "lang", "text")))
-    _, report = compute_ray(sentences_lf, query_frame, sweep, {"sqrt-lexical": scorer},
-                            shards=7)
-    largest = report.largest_index()
-    assert report.shards == 7 and len(report.tasks) == 7
-    assert 0 < largest < whole  # a limit between the two exists
-    limit = (largest + whole) // 2
-
+    limit = whole - 1
     _, bounded = compute_ray(sentences_lf, query_frame, sweep, {"sqrt-lexical": scorer},
                              shards=7, shard_memory=limit)
+    largest = bounded.largest_index()
+    assert bounded.shards == 7 and len(bounded.tasks) == 7
+    assert 0 < largest <= limit < whole
     assert all(t["index_bytes"]["sqrt-lexical"] <= limit < whole for t in bounded.tasks)
     assert sum(t["sentences"] for t in bounded.tasks) == sentences_lf.collect().height
 
@@ -306,20 +306,28 @@ def test_each_shard_index_fits_a_memory_the_whole_index_exceeds(
     assert not out.exists()
 
 
-def test_shard_files_without_polars_partitioned_sink(cluster: str, inputs: dict[str, Path],
+def test_shard_files_without_polars_partitioned_sink(inputs: dict[str, Path], tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Where Polars lacks its (unstable) partitioned sink, a streaming pass per shard writes
-    the same shards: the same tables as the local engine."""
-    from fragbench.collection_sweep import compute_local
+    the same shards: each shard the same rows (input row index included), so its task meets
+    the same input (the tasks themselves are the sweep test's). Checked on the files, without
+    running a cluster's tasks."""
+    from fragbench.collection_ray import _shard_files
 
-    sentences_lf, query_frame = read_inputs(inputs["sentences"], inputs["queries"])
-    scorers = {"sqrt-lexical": registry().get("scorer", "sqrt-lexical")}
-    sweep = Sweep((3,), (2,), ("sqrt-lexical",))
-    want = compute_local(sentences_lf, query_frame, sweep, scorers)
+    sentences_lf, _ = read_inputs(inputs["sentences"], inputs["queries"])
+    for folder in ("sink", "passes"):  # the engine's work folder exists before it writes
+        (tmp_path / folder).mkdir()
+    sunk = _shard_files(sentences_lf, 5, tmp_path / "sink")
     monkeypatch.delattr(pl, "PartitionBy", raising=False)
-    got, report = compute_ray(sentences_lf, query_frame, sweep, scorers, shards=5)
-    assert report.shards == 5
-    assert got[(3, 2, "sqrt-lexical")].equals(want[(3, 2, "sqrt-lexical")])
+    passes = _shard_files(sentences_lf, 5, tmp_path / "passes")
+    assert len(sunk) == len(passes) == 5
+
+    def rows(files: list[Path]) -> pl.DataFrame:
+        return pl.read_parquet(files).sort("_row")
+
+    for one, other in zip(sunk, passes, strict=True):
+        assert rows(one).equals(rows(other))
+    assert sum(rows(f).height for f in passes) == sentences_lf.collect().height
 
 
 @pytest.fixture
