@@ -157,6 +157,7 @@ def test_the_cli_reads_parquet_or_jsonl_and_writes_every_format(tmp_path: Path) 
                          str(tmp_path / "q.parquet"), "--chunk-size", "3", "--top-k", "2",
                          "--out", str(out))
         assert result.returncode == 0, result.stderr
+        assert f"24 results for 12 queries, written to {out}" in result.stdout + result.stderr
         outputs.append({".parquet": pl.read_parquet, ".csv": pl.read_csv,
                         ".jsonl": pl.read_ndjson}[suffix](out))
     for frame in outputs:
@@ -164,6 +165,17 @@ def test_the_cli_reads_parquet_or_jsonl_and_writes_every_format(tmp_path: Path) 
         assert frame.height == 24
     # Unrestricted, a question may find another passage's chunk: the whole collection competes.
     assert outputs[0].filter(pl.col("rank") == 1)["passage"].n_unique() <= 12
+
+
+def test_one_result_for_one_query_is_said_in_the_singular(tmp_path: Path) -> None:
+    sentences, queries = protocol_collection()
+    sentences.write_parquet(tmp_path / "s.parquet")
+    queries.head(1).write_parquet(tmp_path / "q.parquet")
+    result = run_cli("retrieve", "--collection", str(tmp_path / "s.parquet"), "--queries",
+                     str(tmp_path / "q.parquet"), "--top-k", "1", "--out",
+                     str(tmp_path / "r.parquet"))
+    assert result.returncode == 0, result.stderr
+    assert "1 result for 1 query, written to" in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(("change", "words"), [

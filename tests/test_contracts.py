@@ -25,7 +25,7 @@ from fragbench.config import Pricing, _contract
 from fragbench.errors import PluginError
 from fragbench.interfaces import COST_FIELDS, Contract, Usage
 
-PROTOCOL_PLAN_SHA256 = "bc1a9ded6aaddecf050629d4939a54db95e7a7049e255721c26fb0fd907c7bfb"
+PROTOCOL_PLAN_SHA256 = "32ba77b4c2375ae8597c3e5ac93a5715aeee8500ccfb9a98bb40aaf9294db2f2"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Each refreeze and its
 reason: issue 15 (plugin API 1.0) added `api_version = "1.0"` to every built-in plugin, so
 their module files changed; then the built-in measures declared their tables (`tables`, which
@@ -34,7 +34,8 @@ made `sqrt-lexical`'s per-passage `score` fast (a term list per chunk instead of
 term; the same scores to the bit, tests/test_scorer_reference.py), so its module file changed;
 then issue 17 gave `sqrt-lexical` compiled collection-mode methods (`collection_index_sentences`,
 `collection_top_k`) and the mode `sharded` for the Ray engine, its per-passage `score` unchanged,
-so its module file changed again (twice: then its collection index refused counts past int32).
+so its module file changed again (three times: then its collection index refused counts past
+int32, then it held each slice's row pointers in int32 and its chunk stamps as views).
 Issue 14 items 3
 and 11 added the response size bound
 (`parameters.max_response_bytes`) and every plugin's code (`plugins[].code_sha256`, built-in

@@ -293,8 +293,8 @@ def _retrieve_collection(out: Path, collection: Path, queries: Path, chunk_size:
     if settings.single:
         [table] = results.values()
         write_table(table, out)
-        say(f"{table.height} results for {table['query'].n_unique()} queries, written to "
-            f"{out}")
+        say(f"{cs.counted(table.height, 'result')} for "
+            f"{cs.counted(table['query'].n_unique(), 'query')}, written to {out}")
         return
     for line in cs.write_sweep(results, settings, out, engine):
         say(line)

@@ -182,6 +182,14 @@ def compute_local(sentences_lf: Any, query_frame: Any, sweep: Sweep,
     return results
 
 
+def counted(n: int, noun: str) -> str:
+    """`n` and the noun, plural unless n is 1 ("1 result", "10 results"; "query" gives
+    "queries")."""
+    if n == 1:
+        return f"1 {noun}"
+    return f"{n} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
+
+
 def write_sweep(results: dict[tuple[int, int, str], Any], sweep: Sweep, out: Path,
                 engine: str) -> list[str]:
     """Each setting's table into the folder `out` (each written whole, beside then renamed),
@@ -197,8 +205,8 @@ def write_sweep(results: dict[tuple[int, int, str], Any], sweep: Sweep, out: Pat
         write_table(frame, path)
         listed.append({"chunk_size": size, "top_k": k, "scorer": name, "file": path.name,
                        "rows": frame.height, "queries": frame["query"].n_unique()})
-        lines.append(f"chunk size {size}, top-k {k}, scorer {name}: {frame.height} results, "
-                     f"written to {path}")
+        lines.append(f"chunk size {size}, top-k {k}, scorer {name}: "
+                     f"{counted(frame.height, 'result')}, written to {path}")
     try:
         write_text_atomically(out / MANIFEST, json.dumps(
             {"engine": engine, "settings": listed}, indent=2) + "\n")

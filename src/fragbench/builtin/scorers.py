@@ -198,11 +198,14 @@ class SqrtLexical:
         start = 0
         for batch in texts:
             rows = chunk_of_row[start:start + len(batch)]
-            stamps = (rows.astype(np.int64) if in_order
+            # In chunk order a row's chunk is its stamp (a view, not a copy); else its row.
+            stamps = (rows if in_order
                       else np.arange(start, start + len(batch), dtype=np.int64))
             data, offsets, pre = _text_bytes(batch)
             count, row_ptr, found, seen = vocab.index(data, offsets, pre, chunk_masks[rows],
                                                       seen, stamps)
+            if in_order and row_ptr[-1] < 1 << 31:  # held until placed: half the bytes
+                row_ptr = row_ptr.astype(np.int32)
             counts.append(count)
             parts.append((row_ptr, found, stamps))
             start += len(batch)
