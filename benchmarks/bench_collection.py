@@ -42,6 +42,11 @@ process, since Linux carries a parent's peak into its children):
   of `fragbench.text.STOPWORDS`, which are data): binary chunk x term CSR, binary query x term
   CSR, product, division by the square root of the chunk's term count, top 10 with the tie rule.
 
+`fragbench-cli` is also run `--repeat` times on a collection of five sentences (the
+`fragbench-cli-fixed` line): its peak RSS is what the process holds before any data (the
+interpreter, Polars, numba, the compiled loops loaded from numba's cache), printed beside each
+size's so that the part that grows with the collection is seen apart.
+
 After each size's table: the query phase's memory-bandwidth floor (the bytes the 1,000 queries
 must read: every posting of their terms, 4 B, and every matched (query, chunk) pair's term
 count, 4 B, counted by the reference; over a numpy copy bandwidth measured here), and each
@@ -915,8 +920,37 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def targets(results: list[dict[str, Any]]) -> list[str]:
+def fixed_cost(root: Path, repeat: int) -> dict[str, Any]:
+    """The fragbench CLI on a five-sentence collection, `repeat` times: the median of what
+    its process holds whatever the collection (`fragbench-cli-fixed`)."""
+    import polars as pl
+
+    folder = root / "fixed"
+    folder.mkdir(parents=True, exist_ok=True)
+    pl.DataFrame({
+        "passage": ["en", "en", "en", "fr", "fr"], "position": [0, 1, 2, 0, 1],
+        "lang": ["en", "en", "en", "fr", "fr"],
+        "text": ["The refund takes 14 days.", "Hosting is included.", "The offer ends.",
+                 "Le délai de remboursement est de 14 jours.", "L'offre est élevée."],
+    }).write_parquet(folder / "sentences.parquet")
+    pl.DataFrame({"query": ["q1"], "lang": ["en"], "text": ["refund days"]}).write_parquet(
+        folder / "queries.parquet")
+    command = [*fragbench_command(), "retrieve", "--collection",
+               str(folder / "sentences.parquet"), "--queries", str(folder / "queries.parquet"),
+               "--chunk-size", str(CHUNK_SIZE), "--top-k", str(TOP_K), "--out",
+               str(folder / "results.parquet")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    runs = [measure(command, env, folder, f"fragbench-cli-fixed-{i}")
+            for i in range(repeat)]
+    failed = [r for r in runs if r.get("rc")]
+    return failed[0] if failed else median_run(runs)
+
+
+def targets(results: list[dict[str, Any]], fixed: dict[str, Any] | None = None) -> list[str]:
     lines = []
+    if fixed and not fixed.get("rc"):
+        lines.append(f"fragbench CLI on 5 sentences (fixed cost): peak RSS "
+                     f"{fixed['rss_mib']:.0f} MiB, whole process {fixed['wall_s']:.2f} s")
     by_n = {r["n"]: r["rows"] for r in results}
     for n, rows in sorted(by_n.items()):
         cli, bm, ref, lib = (rows.get(k) for k in ("fragbench-cli", "bm25s", "scipy-ref",
@@ -940,6 +974,10 @@ def targets(results: list[dict[str, Any]]) -> list[str]:
                 verdict = words[0] if mine <= theirs else words[1]
                 lines.append(f"{tag}: {extra}{what} {mine:.2f} {unit} vs {name} {theirs:.2f} "
                              f"{unit}: {verdict}")
+            if fixed and not fixed.get("rc") and not extra:
+                lines.append(f"{tag}: CLI peak RSS above its fixed cost "
+                             f"{cli['rss_mib'] - fixed['rss_mib']:.0f} MiB; {name}'s whole "
+                             f"process {peer['rss_mib']:.0f} MiB")
         if not bm or bm.get("rc"):
             continue
         ok = cli["wall_s"] <= bm["total_s"]
@@ -1003,6 +1041,7 @@ def main() -> None:
     try:
         for size in args.sizes.split(","):
             results.append(bench_size(parse_size(size), args, root, fb_available))
+        fixed = fixed_cost(root, args.repeat) if fb_available else None
     finally:
         if not args.workdir:
             shutil.rmtree(root, ignore_errors=True)
@@ -1018,7 +1057,10 @@ def main() -> None:
             result["floor"] = line
         problems += result["problems"]
     print()
-    for line in targets(results):
+    if fixed:
+        for result in results:
+            result["cli_fixed"] = fixed
+    for line in targets(results, fixed):
         print(line)
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
     if args.json:
