@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -457,3 +458,22 @@ def test_a_shard_task_stops_as_soon_as_its_index_exceeds_shard_memory(
                                          f"{built} bytes at chunk size 2"):
         shard_task(*args, built - 1)
     assert shard_task(*args, built)["index_bytes"]["sqrt-lexical"] == built
+
+
+@pytest.mark.parametrize(("text", "size"), [
+    ("2GiB", 2 * 2**30), ("500MB", 500 * 10**6), ("1.5GiB", 3 * 2**29), ("0.3MiB", 314572),
+    ("9007199254740993", 9007199254740993), (" 64 kib ", 65536), ("7B", 7),
+])
+def test_shard_memory_sizes_are_exact_bytes(text: str, size: int) -> None:
+    from fragbench.collection_ray import parse_bytes
+
+    assert parse_bytes(text) == size
+
+
+@pytest.mark.parametrize("text", ["1.5", "1.5B", "0", "0.1KBx", "lots", "-1GiB", "0.0001B"])
+def test_shard_memory_that_is_not_a_whole_byte_count_is_one_line(text: str) -> None:
+    from fragbench.collection_ray import parse_bytes
+
+    with pytest.raises(UsageError, match=rf"--shard-memory {re.escape(repr(text))}: give a "
+                       "size such as 2GiB"):
+        parse_bytes(text)

@@ -493,13 +493,18 @@ def _cancel(ray: Any, refs: list[Any]) -> None:
 
 
 def parse_bytes(text: str) -> int:
-    """`--shard-memory`: bytes, or a number with KB, MB, GB (powers of 1000) or KiB, MiB,
-    GiB (powers of 1024)."""
+    """`--shard-memory`: a whole number of bytes, or a number with KB, MB, GB, TB (powers of
+    1000) or KiB, MiB, GiB, TiB (powers of 1024), rounded down to a whole byte ("1.5GiB").
+    Exact (a fraction, not a float: "9007199254740993" stays that many bytes); a fraction of
+    bytes without a unit ("1.5") is refused rather than cut to 1."""
+    from fractions import Fraction
+
     units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
              "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     unit = match.group(2).upper() if match else ""
-    if not match or unit not in units or float(match.group(1)) * units[unit] < 1:
+    size = Fraction(match.group(1)) * units[unit] if match and unit in units else Fraction(0)
+    if size < 1 or (units.get(unit) == 1 and size.denominator != 1):
         raise UsageError(f"--shard-memory {text!r}: give a size such as 2GiB, 500MB or a "
-                         "number of bytes.")
-    return int(float(match.group(1)) * units[unit])
+                         "whole number of bytes.")
+    return int(size)
