@@ -67,14 +67,25 @@ def test_a_notebook_interrupts_a_run_through_its_interruption(experiment: Path,
                                                                    "not_sent"]
 
 
+def _caller_handler(signum: int, frame: object) -> None:
+    """The caller's own handler (a signal the run must take over, then give back)."""
+
+
 def test_signal_handlers_are_the_run_s_only_while_it_runs() -> None:
-    before = {sig: signal.getsignal(sig) for sig in SIGNALS}
-    asked = Interruption()
-    with on_signals(asked):
-        assert all(signal.getsignal(sig) not in (before[sig], None) for sig in SIGNALS)
-        signal.raise_signal(signal.SIGTERM)  # handled: this process goes on
-    assert asked.requested and asked.exit_code == 143
-    assert {sig: signal.getsignal(sig) for sig in SIGNALS} == before
+    """Each signal starts caught by the caller's handler, not ignored: pytest under `nohup`
+    (or in a shell's background job) inherits an ignored SIGHUP (or SIGINT), which the run
+    rightly leaves ignored (tests/test_signals.py)."""
+    outer = {sig: signal.signal(sig, _caller_handler) for sig in SIGNALS}
+    try:
+        asked = Interruption()
+        with on_signals(asked):
+            assert all(signal.getsignal(sig) not in (_caller_handler, None) for sig in SIGNALS)
+            signal.raise_signal(signal.SIGTERM)  # handled: this process goes on
+        assert asked.requested and asked.exit_code == 143
+        assert all(signal.getsignal(sig) is _caller_handler for sig in SIGNALS)
+    finally:
+        for sig, handler in outer.items():
+            signal.signal(sig, handler)
 
 
 def test_an_interruption_before_the_series_began_writes_nothing(experiment: Path,
