@@ -29,6 +29,33 @@ COMMITTED_EXPERIMENTS = ("protocol-1.0", "protocol-1.0-anthropic", "protocol-1.0
 what a user added under experiments/ (as the worked examples in docs/ have them do)."""
 
 
+TERMINAL_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _deaf(signum: int, frame: Any) -> None:
+    """Does nothing: the test process stays as deaf to the signal as when it ignored it."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every process a test starts begins with SIGINT, SIGTERM and SIGHUP at their default, as
+    a terminal's foreground job does, even when pytest itself inherited them ignored (`nohup
+    make test` ignores SIGHUP; a non-interactive shell's background job, `make test &`,
+    ignores SIGINT). fragbench keeps an inherited ignore as the user's choice, so the tests
+    that send those signals to a run would otherwise wait for nothing. An ignored signal
+    stays ignored across exec, a caught one starts at its default: each ignored one is caught
+    here by a handler that does nothing. (A test that wants a child to inherit an ignore
+    sets it in the child: tests/test_signals.py, `as_nohup`.)"""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in TERMINAL_SIGNALS:
+        signum = getattr(signal, name)
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, _deaf)
+
+
 @pytest.fixture(autouse=True)
 def ledger_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
                  ) -> Path:

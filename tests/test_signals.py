@@ -96,38 +96,16 @@ class Run:
     series_dir: Path
 
 
-TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _ignore(signum: int, frame: Any) -> None:
-    """A handler that does nothing: this process stays as deaf to the signal as before."""
-
-
 def start_run(experiment: Path, server: Server, **popen: Any) -> Run:
-    """A billed run of 72 calls in a subprocess, against `server`, started as a terminal's
-    foreground job: SIGINT, SIGTERM and SIGHUP at their default in the child even when this
-    process ignores them (pytest under `nohup`, or `make test &`, whose shell ignores SIGINT),
-    since fragbench keeps an inherited ignore as the user's choice and the signal tests
-    would then wait for nothing. An ignored signal stays ignored across exec, a caught one
-    starts at its default: while the child starts, this process catches them with a handler
-    that does nothing, then ignores them again. (A test that wants the child to inherit an
-    ignore passes its own `preexec_fn`.)"""
+    """A billed run of 72 calls in a subprocess, against `server`."""
     out = experiment.parent.parent / "outputs"
     env = process_env({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
     env.pop("PYTHONUNBUFFERED", None)  # output buffered, as from a user's shell
     streams: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     streams.update(popen)
-    ignored = [] if "preexec_fn" in popen else [
-        s for s in TERMINAL_SIGNALS if signal.getsignal(s) == signal.SIG_IGN]
-    for signum in ignored:
-        signal.signal(signum, _ignore)
-    try:
-        proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
-                                 "--series", "openai", "--backend", "openai", "--out",
-                                 str(out)], cwd=ROOT, env=env, text=True, **streams)
-    finally:
-        for signum in ignored:
-            signal.signal(signum, signal.SIG_IGN)
+    proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                             "--series", "openai", "--backend", "openai", "--out", str(out)],
+                            cwd=ROOT, env=env, text=True, **streams)
     stderr = Lines(proc.stderr) if proc.stderr is not None else None
     return Run(proc, stderr, out / "protocol-1.0" / "openai")  # type: ignore[arg-type]
 
