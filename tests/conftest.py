@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -33,27 +34,32 @@ TERMINAL_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
 def _deaf(signum: int, frame: Any) -> None:
-    """Does nothing: the test process stays as deaf to the signal as when it ignored it."""
+    """Does nothing: this process stays as deaf to the signal as when it ignored it."""
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Every process a test starts begins with SIGINT, SIGTERM and SIGHUP at their default, as
-    a terminal's foreground job does, even when pytest itself inherited them ignored (`nohup
-    make test` ignores SIGHUP; a non-interactive shell's background job, `make test &`,
-    ignores SIGINT). fragbench keeps an inherited ignore as the user's choice, so the tests
-    that send those signals to a run would otherwise wait for nothing. An ignored signal
-    stays ignored across exec, a caught one starts at its default: each ignored one is caught
-    here by a handler that does nothing. (A test that wants a child to inherit an ignore
-    sets it in the child: tests/test_signals.py, `as_nohup`.)"""
+@contextlib.contextmanager
+def signals_at_default() -> Iterator[None]:
+    """Wrap the start of a process a test will send SIGINT, SIGTERM or SIGHUP: it begins with
+    them at their default, as a terminal's foreground job does, even when pytest inherited
+    them ignored (`nohup make test` ignores SIGHUP; a non-interactive shell's background job,
+    `make test &`, ignores SIGINT). fragbench keeps an inherited ignore as the user's choice,
+    so a test signalling that run would otherwise wait for nothing.
+
+    An ignored signal stays ignored across exec, a caught one starts at its default: while
+    the process starts, this one catches each ignored signal with a handler that does
+    nothing, then ignores it again. Only here, never for the whole session: the suite's own
+    processes (xdist workers, Ray clusters) keep the protection `nohup` gave them."""
     import signal
-    import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for name in TERMINAL_SIGNALS:
-        signum = getattr(signal, name)
-        if signal.getsignal(signum) is signal.SIG_IGN:
-            signal.signal(signum, _deaf)
+    ignored = [getattr(signal, name) for name in TERMINAL_SIGNALS
+               if signal.getsignal(getattr(signal, name)) is signal.SIG_IGN]
+    for signum in ignored:
+        signal.signal(signum, _deaf)
+    try:
+        yield
+    finally:
+        for signum in ignored:
+            signal.signal(signum, signal.SIG_IGN)
 
 
 @pytest.fixture(autouse=True)

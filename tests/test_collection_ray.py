@@ -470,10 +470,12 @@ def test_shard_memory_sizes_are_exact_bytes(text: str, size: int) -> None:
     assert parse_bytes(text) == size
 
 
-@pytest.mark.parametrize("text", ["1.5", "1.5B", "0", "0.1KBx", "lots", "-1GiB", "0.0001B"])
+@pytest.mark.parametrize("text", ["1.5", "1.5B", "0", "0.1KBx", "lots", "-1GiB", "0.0001B",
+                                  "9" * 5000, "1." + "0" * 40 + "GiB"])
 def test_shard_memory_that_is_not_a_whole_byte_count_is_one_line(text: str) -> None:
     from fragbench.collection_ray import parse_bytes
 
-    with pytest.raises(UsageError, match=rf"--shard-memory {re.escape(repr(text))}: give a "
+    shown = text if len(text) <= 40 else text[:40] + "..."  # a long value, cut in the line
+    with pytest.raises(UsageError, match=rf"--shard-memory {re.escape(repr(shown))}: give a "
                        "size such as 2GiB"):
         parse_bytes(text)

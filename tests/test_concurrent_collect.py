@@ -29,7 +29,16 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, PATIENCE, ROOT, error_lines, process_env, refreeze, run_cli
+from conftest import (
+    CANARY_KEY,
+    PATIENCE,
+    ROOT,
+    error_lines,
+    process_env,
+    refreeze,
+    run_cli,
+    signals_at_default,
+)
 from loopback import Action, Handler, Server, http_error, ok
 from test_sigkill import (
     blocked_on_ledger,
@@ -577,10 +586,11 @@ def test_sigint_with_calls_in_flight_awaits_and_records_them_all(
     with_in_flight(experiment)
     out = experiment.parent.parent / "outputs"
     env = process_env(BILLED_ENV | {"OPENAI_BASE_URL": server.base_url})
-    proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
-                             "--series", "openai", "--backend", "openai", "--out", str(out)],
-                            cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    with signals_at_default():  # the SIGINT below must reach the run
+        proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                                 "--series", "openai", "--backend", "openai", "--out",
+                                 str(out)], cwd=ROOT, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stderr is not None
     lines = Lines(proc.stderr)
     wait_for("eight calls at the server", lambda: len(server.requests) >= IN_FLIGHT

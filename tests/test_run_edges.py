@@ -84,8 +84,24 @@ def test_signal_handlers_are_the_run_s_only_while_it_runs() -> None:
         assert asked.requested and asked.exit_code == 143
         assert all(signal.getsignal(sig) is _caller_handler for sig in SIGNALS)
     finally:
+        for sig, handler in outer.items():  # None: set outside Python, the default then
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+
+
+def test_a_signal_ignored_when_the_run_begins_stays_ignored() -> None:
+    """`nohup` (SIGHUP) or a background job (SIGINT): the run leaves an inherited ignore as
+    it is, and takes the others."""
+    outer = {sig: signal.signal(sig, _caller_handler) for sig in SIGNALS}
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with on_signals(Interruption()):
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not _caller_handler
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is _caller_handler
+    finally:
         for sig, handler in outer.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def test_an_interruption_before_the_series_began_writes_nothing(experiment: Path,

@@ -15,7 +15,15 @@ import sys
 import threading
 from pathlib import Path
 
-from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
+from conftest import (
+    CANARY_KEY,
+    ROOT,
+    error_lines,
+    process_env,
+    refreeze,
+    run_cli,
+    signals_at_default,
+)
 from loopback import Server
 from test_signals import PATIENCE, Lines, wait_for
 
@@ -30,10 +38,11 @@ def test_a_second_ctrl_c_names_every_call_abandoned_in_flight(
              f'plugin = "openai"\nmax_in_flight = {IN_FLIGHT}\n')
     out = experiment.parent.parent / "outputs"
     env = process_env({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
-    proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
-                             "--series", "openai", "--out", str(out)],
-                            cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    with signals_at_default():  # the SIGINTs below must reach the run
+        proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                                 "--series", "openai", "--out", str(out)],
+                                cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
     assert proc.stderr is not None
     lines = Lines(proc.stderr)
     try:

@@ -8,6 +8,7 @@ when the signal reached it, and only then lets the server answer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import signal
@@ -22,7 +23,7 @@ from typing import IO, Any
 import attrs
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, ROOT, error_lines, process_env
+from conftest import CANARY_KEY, ROOT, error_lines, process_env, signals_at_default
 from loopback import Action, Handler, Server, answer_for
 
 from fragbench.config import load_experiment
@@ -103,9 +104,12 @@ def start_run(experiment: Path, server: Server, **popen: Any) -> Run:
     env.pop("PYTHONUNBUFFERED", None)  # output buffered, as from a user's shell
     streams: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     streams.update(popen)
-    proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
-                             "--series", "openai", "--backend", "openai", "--out", str(out)],
-                            cwd=ROOT, env=env, text=True, **streams)
+    # Signals at their default in the run (conftest.signals_at_default), unless the test sets
+    # them itself (`preexec_fn`: the nohup test).
+    with contextlib.nullcontext() if "preexec_fn" in popen else signals_at_default():
+        proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
+                                 "--series", "openai", "--backend", "openai", "--out",
+                                 str(out)], cwd=ROOT, env=env, text=True, **streams)
     stderr = Lines(proc.stderr) if proc.stderr is not None else None
     return Run(proc, stderr, out / "protocol-1.0" / "openai")  # type: ignore[arg-type]
 

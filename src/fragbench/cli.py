@@ -278,7 +278,8 @@ def _retrieve_collection(out: Path, collection: Path, queries: Path, chunk_size:
             results, report = cr.compute_ray(sentences_lf, query_frame, settings, scorers,
                                              address=ray_address, shards=shards,
                                              shard_memory=memory, work_dir=work_dir)
-            say(f"ray: {report.shards} shards, {len(report.tasks)} tasks on "
+            say(f"ray: {cs.counted(report.shards, 'shard')}, "
+                f"{cs.counted(len(report.tasks), 'task')} on "
                 f"{report.cluster_cpus:g} CPUs of the cluster at {report.address}; largest "
                 f"shard index {report.largest_index()} bytes")
         else:
@@ -294,7 +295,7 @@ def _retrieve_collection(out: Path, collection: Path, queries: Path, chunk_size:
         [table] = results.values()
         write_table(table, out)
         say(f"{cs.counted(table.height, 'result')} for "
-            f"{cs.counted(table['query'].n_unique(), 'query')}, written to {out}")
+            f"{cs.counted(table['query'].n_unique(), 'query', 'queries')}, written to {out}")
         return
     for line in cs.write_sweep(results, settings, out, engine):
         say(line)

@@ -501,10 +501,13 @@ def parse_bytes(text: str) -> int:
 
     units = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
              "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    # At most 30 digits each side of the point (far past any memory): a longer number is
+    # refused like any other bad size, before Python's own limit on digits would raise.
+    match = re.fullmatch(r"\s*([0-9]{1,30}(?:\.[0-9]{1,30})?)\s*([A-Za-z]*)\s*", text)
     unit = match.group(2).upper() if match else ""
     size = Fraction(match.group(1)) * units[unit] if match and unit in units else Fraction(0)
     if size < 1 or (units.get(unit) == 1 and size.denominator != 1):
-        raise UsageError(f"--shard-memory {text!r}: give a size such as 2GiB, 500MB or a "
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise UsageError(f"--shard-memory {shown!r}: give a size such as 2GiB, 500MB or a "
                          "whole number of bytes.")
     return int(size)

@@ -182,12 +182,10 @@ def compute_local(sentences_lf: Any, query_frame: Any, sweep: Sweep,
     return results
 
 
-def counted(n: int, noun: str) -> str:
-    """`n` and the noun, plural unless n is 1 ("1 result", "10 results"; "query" gives
-    "queries")."""
-    if n == 1:
-        return f"1 {noun}"
-    return f"{n} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and the noun, in the plural unless n is 1: "1 result", "10 results", and the
+    plural given when adding "s" is wrong (`counted(n, "query", "queries")`)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def write_sweep(results: dict[tuple[int, int, str], Any], sweep: Sweep, out: Path,
