@@ -29,16 +29,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import (
-    CANARY_KEY,
-    PATIENCE,
-    ROOT,
-    error_lines,
-    process_env,
-    refreeze,
-    run_cli,
-    signals_at_default,
-)
+from conftest import CANARY_KEY, PATIENCE, ROOT, error_lines, process_env, refreeze, run_cli
 from loopback import Action, Handler, Server, http_error, ok
 from test_sigkill import (
     blocked_on_ledger,
@@ -586,6 +577,8 @@ def test_sigint_with_calls_in_flight_awaits_and_records_them_all(
     with_in_flight(experiment)
     out = experiment.parent.parent / "outputs"
     env = process_env(BILLED_ENV | {"OPENAI_BASE_URL": server.base_url})
+    from conftest import signals_at_default
+
     with signals_at_default():  # the SIGINT below must reach the run
         proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
                                  "--series", "openai", "--backend", "openai", "--out",

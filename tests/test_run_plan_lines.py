@@ -15,15 +15,7 @@ import sys
 import threading
 from pathlib import Path
 
-from conftest import (
-    CANARY_KEY,
-    ROOT,
-    error_lines,
-    process_env,
-    refreeze,
-    run_cli,
-    signals_at_default,
-)
+from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
 from loopback import Server
 from test_signals import PATIENCE, Lines, wait_for
 
@@ -38,6 +30,8 @@ def test_a_second_ctrl_c_names_every_call_abandoned_in_flight(
              f'plugin = "openai"\nmax_in_flight = {IN_FLIGHT}\n')
     out = experiment.parent.parent / "outputs"
     env = process_env({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
+    from conftest import signals_at_default
+
     with signals_at_default():  # the SIGINTs below must reach the run
         proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
                                  "--series", "openai", "--out", str(out)],
