@@ -275,17 +275,24 @@ def test_sigkill_waiting_for_the_ledger_lock_before_anything_is_counted(
     check_recovery(experiment, out, server, killed, reserved)
 
 
+def killed_holding_call(experiment: Path, server: Server, number: int, trial: str
+                        ) -> tuple[Killed, Path]:
+    """A fresh run killed while the server holds call `number` unanswered (the calls before
+    it answered), the held call then let go: what it left (read back) and its output folder."""
+    holder = Holder(number - 1)
+    out = fresh(server, holder, trial, experiment)
+    proc = launch(experiment, out, server)
+    wait_event(f"call {number} at the server", holder.arrived, proc)
+    kill(proc)
+    holder.release()
+    return read_back(experiment, out, server), out
+
+
 def test_sigkill_with_the_first_call_sent_and_unanswered(tight: Tight, server: Server) -> None:
     """Call 1 reserved (ledger, then journal) and sent, its answer held by the server: the
     ledger counts it at its whole reservation, `measure` shows it sent and unanswered."""
     experiment, reserved = tight
-    holder = Holder(0)
-    out = fresh(server, holder, "first", experiment)
-    proc = launch(experiment, out, server)
-    wait_event("call 1 at the server", holder.arrived, proc)
-    kill(proc)
-    holder.release()
-    killed = read_back(experiment, out, server)
+    killed, out = killed_holding_call(experiment, server, 1, "first")
     first = call_id(reserved, 1)
     assert killed.received == 1
     assert [r["call_id"] for r in killed.reserves] == [first] and killed.outcomes == {}
@@ -298,13 +305,7 @@ def test_sigkill_mid_run_with_a_call_sent_and_unanswered(tight: Tight, server: S
     """Calls 1-36 answered and recorded, call 37 sent and held: the ledger counts the 36 at
     their outcomes and call 37 at its reservation."""
     experiment, reserved = tight
-    holder = Holder(36)
-    out = fresh(server, holder, "mid", experiment)
-    proc = launch(experiment, out, server)
-    wait_event("call 37 at the server", holder.arrived, proc)
-    kill(proc)
-    holder.release()
-    killed = read_back(experiment, out, server)
+    killed, out = killed_holding_call(experiment, server, 37, "mid")
     ids = list(reserved)
     assert killed.received == 37
     assert [r["call_id"] for r in killed.reserves] == ids[:37]

@@ -593,7 +593,11 @@ def top_k_all(q_ptr: np.ndarray, q_ids: np.ndarray, t_ptr: np.ndarray, t_idx: np
 def intern_rows(vocab: tuple, data: np.ndarray, offsets: np.ndarray, row: int,
                 ids: np.ndarray) -> int:
     """Each row's whole bytes as one key (not lowercased): its id in `ids[row]`, new keys
-    added. Returns the row it stopped at for want of room (offsets.size - 1 when done)."""
+    added. Returns the row it stopped at for want of room (offsets.size - 1 when done).
+
+    The same lookup as `add_words`, written out on purpose: this loop is on `chunk_plan`'s
+    path (a key per input row), and a shared helper, inlined or not, measured 1.3-1.7x
+    slower here (5M rows: 0.95 against 1.5 s)."""
     table, hashes, starts, lens, stopmask, arena, counters = vocab
     while row < offsets.size - 1:
         i = offsets[row]
