@@ -207,3 +207,18 @@ def test_a_row_index_given_with_the_input_sets_the_collection_order() -> None:
     assert not shuffled["_row"].is_sorted()
     assert got.drop("first").equals(want.drop("first"))
     assert got["first"].equals(want["first"])
+
+
+def test_a_row_index_column_in_the_user_s_file_does_not_reorder_the_collection() -> None:
+    """`_row` is the engines' own column (the Ray engine's shards carry the input's row
+    numbers in it): one in the user's file, here numbering the rows backwards, is not read, so
+    ties still go to the chunk first in the file, as on the Ray engine."""
+    from fragbench.collection import retrieve_collection
+
+    rows, queries = synthetic(11, passages=30)
+    frame = pl.DataFrame(rows, schema=["passage", "position", "lang", "text"], orient="row")
+    asked = pl.DataFrame(queries[:200], schema=["query", "lang", "text"], orient="row")
+    want = retrieve_collection(frame, asked, 2, 3)
+    backwards = frame.with_columns(pl.int_range(pl.len(), 0, -1).alias("_row"))
+    assert retrieve_collection(backwards, asked, 2, 3).equals(want)
+    assert want["tied"].sum() > 10  # the order decides many rows

@@ -308,8 +308,15 @@ def test_version() -> None:
 
 
 def test_shell_completion_is_offered() -> None:
-    result = run_cli("--show-completion", "bash")
+    """The options are listed, and the bash script they print comes out. The script is asked
+    for through click's variable, as the printed script itself does: `--show-completion`
+    detects the shell from the process tree, which a test started outside a shell (`nohup`,
+    a CI runner) does not have."""
+    helped = run_cli("--help")
+    assert "--show-completion" in helped.stdout and "--install-completion" in helped.stdout
+    result = run_cli(env={"_FRAGBENCH_COMPLETE": "source_bash"})
     assert result.returncode == 0 and "_FRAGBENCH_COMPLETE=complete_bash" in result.stdout
+    assert "complete -o default -F _fragbench_completion fragbench" in result.stdout
 
 
 def test_an_offline_run_prints_a_tenth_of_its_calls_and_no_money(experiment: Path) -> None:

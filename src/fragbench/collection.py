@@ -393,6 +393,10 @@ def read_inputs(sentences: Path | pl.DataFrame | pl.LazyFrame,
                             sentences)
     _check_values(sentences, sentences_lf, list(SENTENCE_COLUMNS), ["passage", "position"],
                   "--collection")
+    # Only the columns read: any other, a `_row` of the user's above all, never reaches the
+    # chunking (`chunk_collection` orders by `_row` when a frame has one: the Ray engine's
+    # shards, numbered by the driver), so both engines order the same input the same way.
+    sentences_lf = sentences_lf.select(*SENTENCE_COLUMNS)
     queries_lf = _scan(queries, "--queries")
     query_schema = _checked(queries_lf, QUERY_COLUMNS, "--queries", queries).collect_schema()
     _check_values(queries, queries_lf, list(QUERY_COLUMNS), ["query"], "--queries")

@@ -373,25 +373,6 @@ def fill_postings(fill: np.ndarray, indices: np.ndarray, row_ptr: np.ndarray, id
             fill[t] += 1
 
 
-@njit(cache=True, nogil=True)
-def transpose(row_ptr: np.ndarray, ids: np.ndarray, n_ids: int) -> tuple:
-    """The (row -> ids) CSR as (id -> rows), rows ascending within each id."""
-    counts = np.zeros(n_ids + 1, dtype=np.int64)
-    for x in ids:
-        counts[x + 1] += 1
-    for t in range(n_ids):
-        counts[t + 1] += counts[t]
-    indptr = counts.copy()
-    indices = np.empty(ids.size, dtype=np.int32)
-    fill = counts[:n_ids].copy()
-    for row in range(row_ptr.size - 1):
-        for p in range(row_ptr[row], row_ptr[row + 1]):
-            t = ids[p]
-            indices[fill[t]] = row
-            fill[t] += 1
-    return indptr, indices
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _worse(ka: float, ca: int, kb: float, cb: int) -> bool:
     """(ka, ca) ranks below (kb, cb): a lower key, or the same key and a later chunk."""

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fragbench.errors import FragbenchError, UsageError
+from fragbench.errors import FragbenchError, UsageError, first_line
 
 SHARDED_MODE = "sharded"
 """The mode a scorer lists to say that a chunk's score depends on the chunk and the query
@@ -469,13 +469,13 @@ def _gather(ray: Any, refs: list[Any]) -> list[dict[str, Any]]:
         if isinstance(cause, FragbenchError):
             raise cause from None
         what = cause if isinstance(cause, BaseException) else exc
-        first = (str(what).strip().splitlines() or [""])[0]
+        first = first_line(what)
         raise FragbenchError(f"a Ray task failed: {type(what).__name__}: {first}; on a "
                              "cluster, give --work-dir on storage every node reads, and "
                              "install fragbench (the same versions) on every node.") from None
     except ray.exceptions.RayError as exc:
         _cancel(ray, pending)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = first_line(exc, type(exc).__name__)
         # a worker lost or killed (out of memory), or one that could not load the task (a
         # node without fragbench can fail here, as a system error, rather than in the task)
         raise FragbenchError(f"the Ray engine lost a shard's task ({type(exc).__name__}: "
