@@ -112,14 +112,40 @@ class Server:
             raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
         for _attempt in range(5):  # another process may take the free port first
             self.port = _free_port()
-            options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-                       "-c fsync=off -c max_connections=50")
-            done = self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", options,
-                             "-l", str(self.root / "log"), "-w", "-t", "600", "start")
+            done = self._start()
             if done.returncode == 0:
                 return self
-        log = (self.root / "log").read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"pg_ctl start failed: {done.stderr.strip()} {log}")
+        raise RuntimeError(f"pg_ctl start failed: {done.stderr.strip()} {self.log_tail()}")
+
+    def _start(self) -> subprocess.CompletedProcess[str]:
+        options = (f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
+                   "-c fsync=off -c max_connections=50")
+        return self.pg_ctl("-o", options, "-l", str(self.root / "log"), "-t", "600", "start")
+
+    def pg_ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`pg_ctl -D DATA -w ARGS` as the server's user (a fault a test injects: `restart -m
+        fast`), waiting for it to finish."""
+        return self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-w", *args)
+
+    def log_tail(self) -> str:
+        return (self.root / "log").read_text(errors="replace")[-2000:]
+
+    def postmaster_pid(self) -> int:
+        """The running postmaster's process id (the first line of postmaster.pid)."""
+        return int((self.data / "postmaster.pid").read_text(encoding="ascii").split()[0])
+
+    def start_again(self, patience: float) -> None:
+        """Start the server again on its port after its postmaster was killed: once every
+        orphaned backend has exited (until then the old shared memory is in use and the
+        start is refused), within `patience` seconds."""
+        import time
+
+        deadline = time.monotonic() + patience
+        while (done := self._start()).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"pg_ctl start failed: {done.stderr.strip()} "
+                                   f"{self.log_tail()}")
+            time.sleep(0.2)
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{self.port}/{database}"

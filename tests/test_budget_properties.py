@@ -159,3 +159,28 @@ def test_cost_formula_on_a_known_usage() -> None:
                   output_tokens=500, reasoning_tokens=300)
     # (1000 - 200 - 100) x 10 + 200 x 1 + 100 x 12.5 + 500 x 50 = 33,450 per million.
     assert cost(usage, PRICING) == Decimal("0.03345")
+
+
+# Issue 24, item 11: the reservation's input-side rate, by a test of its own (protocol 1.0's
+# cache-write rate is its highest, so its plan alone cannot tell "the highest" from "the
+# cache-write rate" or "the input rate").
+@given(st.sampled_from(["0", "1", "5", "10", "12.50", "30"]),
+       st.sampled_from([None, "0", "1", "5", "10", "12.50", "30"]),
+       st.sampled_from([None, "0", "1", "5", "10", "12.50", "30"]),
+       st.integers(0, 10**6), st.integers(1, 10**4))
+def test_the_reservation_prices_every_input_byte_at_the_highest_input_side_rate(
+        uncached: str, cached: str | None, write: str | None, nbytes: int, ceiling: int) -> None:
+    import attrs
+
+    pricing = attrs.evolve(PRICING, input=Decimal(uncached),
+                           cached_input=None if cached is None else Decimal(cached),
+                           cache_write=None if write is None else Decimal(write))
+    highest = max(Decimal(r) for r in (uncached, cached, write) if r is not None)
+    assert pricing.highest_input_rate == highest
+    by_hand = (Decimal(nbytes + FRAMING) * highest + ceiling * pricing.output) / 1_000_000
+    assert reservation(nbytes, pricing, ceiling, FRAMING) == by_hand
+    # However the input is split between uncached, cached and cache-write tokens, it costs
+    # no more than the reservation: what the highest rate is for.
+    for rate in (pricing.input, pricing.cached_input, pricing.cache_write):
+        if rate is not None:
+            assert Decimal(nbytes + FRAMING) * rate <= Decimal(nbytes + FRAMING) * highest

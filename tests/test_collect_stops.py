@@ -675,3 +675,218 @@ def test_a_failed_check_with_calls_in_flight_waits_for_them_and_checks_again(
     assert order.index(("reserve", 5)) > max(order.index(("outcome", s)) for s in (1, 2, 3, 4))
     assert spent(records) == 8 * COST
     replay_ceiling(tmp_path / "b.jsonl", [Decimal(1)] * 8)
+
+
+# -- Issue 24, item 11: two stop reasons on one call; the lowest changed call ------------------
+
+class Ordered:
+    """A concurrency-safe session that answers its calls in a given order, whatever order they
+    were sent in: call `order[i]` answers once the outcome of `order[i - 1]` is in the journal
+    (so the collector takes them in exactly that order). `answers`: call_id -> (model, tier)."""
+
+    endpoint = "scripted"
+    concurrent = True
+
+    def __init__(self, journal: Path, order: list[str],
+                 answers: dict[str, tuple[str, str | None]]) -> None:
+        self.journal, self.order, self.answers = journal, order, answers
+
+    def recorded(self, call_id: str) -> bool:
+        text = self.journal.read_text(encoding="utf-8") if self.journal.exists() else ""
+        return any(json.loads(line).get("call_id") == call_id and '"outcome"' in line
+                   for line in text.splitlines() if line.strip())
+
+    def send(self, request: Request) -> Reply:
+        at = self.order.index(request.call_id)
+        deadline = time.monotonic() + 120  # a bound on a failure, never reached when it holds
+        while at and not self.recorded(self.order[at - 1]):
+            assert time.monotonic() < deadline, f"{self.order[at - 1]} was never recorded"
+            time.sleep(0.01)
+        model, tier = self.answers[request.call_id]
+        return Reply(status="completed", model=model, service_tier=tier, request_id=None,
+                     usage=USAGE, text='{"answer": "", "citations": []}')
+
+    def close(self) -> None:
+        return None
+
+
+def ordered_run(tmp_path: Path, in_flight: int, order: list[str],
+                answers: dict[str, tuple[str, str | None]]) -> tuple[Any, list[dict]]:
+    """Calls c0..c3 under a contract asking for model "m" on tier "default", `in_flight` at
+    once, answered in `order`."""
+    from fragbench.config import Concurrency
+
+    contract = Contract(model="m", output_ceiling=10**6, usage_fields=frozenset(COST_FIELDS),
+                        service_tier="default")
+    backend = BackendConfig(name="m", plugin="scripted", params={"model": "m"},
+                            pricing=PRICING, contract=contract,
+                            concurrency=Concurrency(max_in_flight=in_flight))
+    calls = [planned(i) for i in range(4)]
+    path = tmp_path / "journal.jsonl"
+    journal = Journal(path)
+    stop = collect(calls, {c.seq: Decimal(1) for c in calls}, Ordered(path, order, answers),
+                   backend, journal, None)
+    journal.close()
+    return stop, read_journal(path)
+
+
+@pytest.mark.parametrize("in_flight", [1, 3])
+def test_a_call_that_meets_two_stop_reasons_records_the_changed_model(
+        tmp_path: Path, in_flight: int) -> None:
+    """The module's order, technical failure, changed model, unknown cost: call 2 answers from
+    a model other than call 1's *and* on another service tier (an unknown cost). One call at a
+    time, call 2's answer meets both at once; with three in flight it arrives first, a dated
+    snapshot of the model asked for but on the wrong tier (an unknown cost), and only when
+    call 1's answer arrives is it a changed model too. Either way the series records
+    changed_model at call 2, as the rules rank them."""
+    answers = {"c0": ("m", "default"), "c1": ("m-2026-09-30", "priority"),
+               "c2": ("m", "default"), "c3": ("m", "default")}
+    order = ["c0", "c1", "c2", "c3"] if in_flight == 1 else ["c1", "c0", "c2", "c3"]
+    stop, records = ordered_run(tmp_path, in_flight, order, answers)
+    assert stop is not None and (stop.reason, stop.seq) == ("changed_model", 2), stop
+    assert stop.detail == "model 'm-2026-09-30' came back after 'm'"
+    (recorded,) = [r for r in records if r["type"] == "stop"]
+    assert (recorded["reason"], recorded["seq"]) == ("changed_model", 2)
+    second = next(r for r in records if r["type"] == "outcome" and r["seq"] == 2)
+    assert "service tier 'priority' came back" in second["cost_unknown"]  # both were met
+
+
+def test_a_changed_model_stop_names_the_lowest_changed_call(tmp_path: Path) -> None:
+    """Three in flight; calls 3 then 2 answer (both the same dated snapshot, which agree with
+    each other), then call 1 with the bare model: calls 2 and 3 both changed it, and the stop
+    names call 2, the one a run one call at a time would have stopped at."""
+    answers = {"c0": ("m", "default"), "c1": ("m-2026-09-30", "default"),
+               "c2": ("m-2026-09-30", "default"), "c3": ("m", "default")}
+    stop, records = ordered_run(tmp_path, 3, ["c2", "c1", "c0", "c3"], answers)
+    assert stop is not None and (stop.reason, stop.seq) == ("changed_model", 2), stop
+    assert stop.detail == "model 'm-2026-09-30' came back after 'm'"
+    # Call 4 started when call 3 was recorded (no stop then), and was awaited and recorded.
+    assert [r["seq"] for r in records if r["type"] == "outcome"] == [3, 2, 1, 4]
+    assert [(r["reason"], r["seq"]) for r in records if r["type"] == "stop"] == [
+        ("changed_model", 2)]
+
+
+# -- Issue 24, items 1, 2 and 10: the pure rules (the loopback side: test_usage_edges.py) -----
+
+ARABIC = "\u0662\u0660\u0662\u0666\u0660\u0669\u0660\u0663"  # ٢٠٢٦٠٩٠٣
+FULL_WIDTH = "\uff12\uff10\uff12\uff16\uff10\uff19\uff10\uff13"  # ２０２６０９０３
+
+
+def test_model_matches_reads_only_ascii_digits_whatever_the_contract_writes() -> None:
+    """The default suffix and a contract's own `\\d` (the Messages API plugin writes
+    `-\\d{8}`) both take 0-9 only: model_matches compiles with re.ASCII."""
+    from fragbench.collect import model_matches
+    from fragbench.interfaces import SNAPSHOT
+
+    assert model_matches("m", "m-2026-09-03") and model_matches("m", "m")
+    assert model_matches("m", "m-20260903", r"-\d{8}")
+    for digits in (ARABIC, FULL_WIDTH):
+        dashed = f"m-{digits[:4]}-{digits[4:6]}-{digits[6:]}"
+        assert not model_matches("m", dashed) and not model_matches("m", dashed, SNAPSHOT)
+        assert not model_matches("m", f"m-{digits}", r"-\d{8}")
+        assert not model_matches("m", f"m-{digits}", r"-\w{8}")
+
+
+IMPOSSIBLE_BASE = Usage(input_tokens=500, cached_tokens=0, cache_write_tokens=0,
+                        output_tokens=321, reasoning_tokens=321, total_tokens=821)
+
+
+@pytest.mark.parametrize(("fields", "why"), [
+    ({"output_tokens": 321, "reasoning_tokens": 322}, "more than the 321 output tokens"),
+    ({"output_tokens": None, "reasoning_tokens": 1201}, "output ceiling of 1200"),
+    ({"output_tokens": 1201, "reasoning_tokens": 0}, "output ceiling of 1200"),
+    ({"total_tokens": 820}, "not the 500 input plus 321 output"),
+    ({"total_tokens": 822}, "not the 500 input plus 321 output"),
+    ({"reasoning_tokens": -1}, "a negative count"),
+    ({"total_tokens": -1}, "a negative count"),
+    ({"total_tokens": 10**12 + 1}, "more than any request makes"),
+])
+def test_impossible_names_each_usage_no_request_produces(fields: dict[str, Any], why: str
+                                                         ) -> None:
+    """Reasoning is part of the output (and of its ceiling); a total is input plus output; no
+    count is negative. Reasoning equal to the output, at the ceiling, and a total that adds up
+    are possible."""
+    from fragbench.collect import impossible
+
+    assert impossible(IMPOSSIBLE_BASE, 2000, 1200) is None
+    at_ceiling = attrs.evolve(IMPOSSIBLE_BASE, output_tokens=1200, reasoning_tokens=1200,
+                              total_tokens=1700)
+    assert impossible(at_ceiling, 2000, 1200) is None
+    assert impossible(attrs.evolve(IMPOSSIBLE_BASE, total_tokens=None), 2000, 1200) is None
+    said = impossible(attrs.evolve(IMPOSSIBLE_BASE, **fields), 2000, 1200)
+    assert said is not None and why in said, said
+
+
+def responses_raw(usage: dict[str, Any]) -> str:
+    return json.dumps({"object": "response", "status": "completed", "usage": usage})
+
+
+class WithBody(Replies):
+    """Answers every request with `usage` (as the reader made it) and `raw` (the body kept)."""
+
+    def __init__(self, usage: Usage, raw: str) -> None:
+        super().__init__([("completed", "m", None)] * 3)
+        self.usage, self.raw = usage, raw
+
+    def send(self, request: Request) -> Reply:
+        return attrs.evolve(super().send(request), usage=self.usage, raw=self.raw)
+
+
+def test_a_responses_body_s_total_is_checked_though_the_reader_left_it_out(tmp_path: Path
+                                                                           ) -> None:
+    """The built-in reader takes no total_tokens; the core reads it from the kept Responses
+    body: 1,000 + 100 reported as 1,200 is impossible (counted at the reservation), 1,100 is
+    priced."""
+    body = {"input_tokens": 1000, "output_tokens": 100, "total_tokens": 1200,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0}}
+    stop, sent, records = run(tmp_path / "wrong", WithBody(USAGE, responses_raw(body)))
+    assert stop is not None and (stop.reason, stop.seq, sent) == ("unknown_cost", 1, 1)
+    assert stop.detail == ("impossible usage: 1200 total tokens reported, not the 1000 input "
+                           "plus 100 output tokens")
+    (outcome,) = [r for r in records if r["type"] == "outcome"]
+    assert Decimal(outcome["counted_usd"]) == Decimal(1) and "total_tokens" not in \
+        outcome["usage"]  # the journal keeps the reader's usage
+    stop, sent, _ = run(tmp_path / "right",
+                        WithBody(USAGE, responses_raw({**body, "total_tokens": 1100})))
+    assert stop is None and sent == 3
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    (100.0, "usage.output_tokens is 100.0, not a whole number"),
+    ("100", 'usage.output_tokens is "100", not a whole number'),
+    ([1] * 50, "usage.output_tokens is [" + "1, " * 12 + "..., not a whole number"),  # cut
+    ("absent", "the usage lacks output_tokens (usage.output_tokens), which the backend's "
+               "contract declares its provider reports (Contract.usage_fields: input_tokens, "
+               "cached_tokens, cache_write_tokens, output_tokens); a server that has no such "
+               "count needs a backend whose contract leaves it out (docs/adding-a-backend.md)"),
+])
+def test_a_field_with_no_count_is_said_with_its_place(tmp_path: Path, value: Any, said: str
+                                                      ) -> None:
+    """The reader read None (`whole`); the line says what the body holds there, cut short."""
+    body: dict[str, Any] = {"input_tokens": 1000, "input_tokens_details": {
+        "cached_tokens": 0, "cache_write_tokens": 0}}
+    if value != "absent":
+        body["output_tokens"] = value
+    stop, sent, records = run(tmp_path, WithBody(attrs.evolve(USAGE, output_tokens=None),
+                                                 responses_raw(body)))
+    assert stop is not None and (stop.reason, sent) == ("unknown_cost", 1)
+    assert stop.detail == said
+    (outcome,) = [r for r in records if r["type"] == "outcome"]
+    assert outcome["cost_unknown"] == said and Decimal(outcome["counted_usd"]) == Decimal(1)
+
+
+def test_lacking_names_places_only_for_a_body_it_can_read() -> None:
+    """For another API's body (no places) a gap is named in the core's terms, absent or no
+    whole number alike; a field the contract leaves out is no gap; a usage with a count for
+    every declared field has none."""
+    from fragbench.collect import lacking
+    from fragbench.transport import usage_places
+
+    gap = attrs.evolve(USAGE, cache_write_tokens=None, output_tokens=None)
+    other = lacking(gap, frozenset(COST_FIELDS), usage_places('{"object": "chat.completion"}'))
+    assert other is not None and other.startswith(
+        "the usage has no whole number for cache_write_tokens, output_tokens, which")
+    assert lacking(gap, frozenset({"input_tokens", "cached_tokens"}), None) is None
+    assert lacking(USAGE, frozenset(COST_FIELDS), None) is None
+    assert usage_places("not json") is None and usage_places(None) is None

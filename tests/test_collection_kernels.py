@@ -274,3 +274,92 @@ def test_the_query_kernel_uses_at_most_four_threads_with_the_same_result(
     for n in (2, 4):
         monkeypatch.setattr(pl, "thread_pool_size", lambda n=n: n)
         assert coll.shard_tops(chunks, queries, 5, SqrtLexical()).equals(one)
+
+
+AFTER_THE_WARM_UP = r'''
+import json, sys
+from pathlib import Path
+
+import polars as pl
+from numba.core.registry import CPUDispatcher
+
+from fragbench import collection as coll
+from fragbench import collection_kernels as kernels
+from fragbench.builtin.scorers import SqrtLexical
+from fragbench.collection_warm import warm
+
+loops = {n: d for n, d in vars(kernels).items() if isinstance(d, CPUDispatcher)}
+called = {name for d in loops.values() for name in d.py_func.__code__.co_names}
+entry = sorted(n for n, d in loops.items()
+               if n not in called and d.targetoptions.get("inline") != "always")
+
+
+def compiled():
+    return {n: {str(s) for s in d.signatures} for n, d in loops.items()}
+
+
+warm()
+warmed = compiled()
+folder = Path(sys.argv[1])
+n = 3_000
+texts = [f"word{i} the refund délai jours ﬁnal ΟΔΟΣ {i % 13}" if i % 4 else f"w{i} offer"
+         for i in range(n)]
+sentences = pl.DataFrame({"passage": [f"p{i // 7}" for i in range(n)],
+                          "position": [i % 7 for i in range(n)],
+                          "lang": ["en" if i % 3 else "fr" for i in range(n)], "text": texts})
+queries = pl.DataFrame({"query": [f"q{i}" for i in range(300)],
+                        "lang": [["en", "fr", None][i % 3] for i in range(300)],
+                        "text": [f"word{i} refund délai" for i in range(300)],
+                        "passage": [f"p{i}" for i in range(300)]})
+shuffled = sentences.sample(fraction=1.0, shuffle=True, seed=3)
+shuffled.write_parquet(folder / "s.parquet", row_group_size=100)
+queries.write_parquet(folder / "q.parquet", row_group_size=10)
+sentences.write_ndjson(folder / "s.jsonl")
+queries.drop("passage").write_ndjson(folder / "q.jsonl")
+whole = queries.drop("passage")
+runs = [(folder / "s.parquet", folder / "q.parquet"), (folder / "s.jsonl", folder / "q.jsonl"),
+        (sentences.with_columns(pl.col("position").cast(pl.Int32)), whole),
+        (shuffled.with_columns(pl.col("position").cast(pl.UInt64)), queries),
+        (pl.DataFrame({"passage": ["big"] * 40_000, "position": range(40_000),
+                       "lang": ["en"] * 40_000, "text": [f"t{i} the" for i in range(40_000)]}),
+         whole)]
+for source, asked in runs:
+    for top_k in (1, 20):
+        coll.retrieve_collection(source, asked, 3, top_k)
+
+
+class JoinedTextOnly:  # beside it, sqrt-lexical indexes the chunks' joined text
+    modes = ("collection",)
+
+
+for frame in (sentences, shuffled):
+    lazy = frame.lazy()
+    chunks, rows = coll.local_chunks(lazy, 2, [SqrtLexical(), JoinedTextOnly()])
+    coll.local_tops(lazy, chunks, rows, whole, 5, SqrtLexical())
+after = compiled()
+print(json.dumps({"entry": entry, "uncompiled": [n for n in entry if not warmed[n]],
+                  "new": {n: sorted(after[n] - warmed[n]) for n in loops
+                          if after[n] - warmed[n]}}))
+'''
+
+
+def test_the_warm_up_compiles_every_loop_a_collection_run_calls(tmp_path: Any) -> None:
+    """`make`'s warm-up (`fragbench.collection_warm`) leaves nothing for a first real run to
+    compile: in a fresh process, after `warm()`, every compiled loop a Python caller reaches (a
+    loop no other loop calls and not inlined) has been compiled, and runs that vary what a
+    user can vary (Parquet files of many row groups, JSON lines, integer types of `position`,
+    restricted queries, a vocabulary past its first capacity, sqrt-lexical beside a scorer
+    that cannot index sentences) compile no further signature. numba compiles once per type
+    of the arguments, read-only arrays apart; a miss costs the first large run seconds."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", AFTER_THE_WARM_UP, str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {"intern_rows", "plan_chunks", "index_texts", "lookup_texts", "fill_postings",
+            "merge_rows", "_top_k_block", "_rehashed"} <= set(found["entry"])
+    assert found["uncompiled"] == []
+    assert found["new"] == {}

@@ -197,6 +197,68 @@ def test_the_command_starts_and_stops_a_cluster_of_its_own_and_cleans_up_after_a
     assert list(work.iterdir()) == [] and none_left(ray_temp)
 
 
+AGENT_DIES = """
+import os
+import sys
+
+# Ray's dashboard agent, which each node's raylet starts and shares its fate with, exits as it
+# starts (as when the issue killed it): the raylet dies, and `ray.init` waits for the node
+# then raises a bare Exception ("node timed out during startup").
+if any(arg.endswith("dashboard/agent.py") for arg in sys.orig_argv):
+    os._exit(1)
+"""
+
+DRIVER_LIVES_ON = """
+import os
+import sys
+from pathlib import Path
+
+from fragbench.cli import main
+
+sys.argv[0] = "fragbench"
+try:
+    main()
+finally:  # the driver still alive (Ray's reaper stops what is left only at its exit)
+    temp = os.environ["RAY_TMPDIR"]
+    left = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\\0", b" ").decode()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if temp in command and entry.name != str(os.getpid()):
+            left.append(command[:120])
+    print(f"ray processes left while the driver lives: {len(left)} {left}", file=sys.stderr)
+"""
+
+
+def test_a_local_cluster_that_fails_to_start_is_one_line_and_stopped(
+        inputs: dict[str, Path], tmp_path: Path, ray_temp: Path) -> None:
+    """Issue 24, item 8: any failure to start the run's own cluster is one line (Ray's cause
+    in it), exit 4, nothing written, and what the attempt had started (GCS server, dashboard,
+    monitors) stopped at once, by the driver, not only by Ray's reaper at its exit. The fault
+    is real: every start of Ray's dashboard agent exits, so the node never comes up (Ray then
+    waits its fixed 30 s for the raylet)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(AGENT_DIES, encoding="utf-8")
+    out = tmp_path / "r.parquet"
+    failed = subprocess.run(
+        [sys.executable, "-c", DRIVER_LIVES_ON, "retrieve", "--collection",
+         str(inputs["sentences"]), "--queries", str(inputs["queries"]), "--chunk-size", "2",
+         "--engine", "ray", "--out", str(out)],
+        env=own_ray(ray_temp, PYTHONPATH=str(site)), capture_output=True, text=True,
+        check=False)
+    assert failed.returncode == 4, failed.stderr
+    [line] = error_lines(failed.stderr)
+    assert line.startswith("fragbench: the local Ray cluster could not be started (Exception: "
+                           "The current node timed out during startup."), line
+    assert "nothing was written" in line
+    assert "ray processes left while the driver lives: 0 []" in failed.stderr, failed.stderr
+    assert not out.exists() and os.listdir(tmp_path) == ["site"]
+    assert none_left(ray_temp)
+
+
 def test_ray_address_auto_without_a_cluster_is_one_line(inputs: dict[str, Path],
                                                          tmp_path: Path, ray_temp: Path) -> None:
     """In a process with no Ray connection and no cluster to find: fragbench's words, not

@@ -23,7 +23,17 @@ from loopback import Server, http_error, ok
 from test_report_compare import loopback_series
 
 import fragbench
-from fragbench.compare import CELL, compare
+from fragbench.compare import (
+    CELL,
+    Comparison,
+    Grid,
+    compare,
+    compare_grid,
+    compare_series,
+    differing_fields,
+    grid_summary,
+    summary,
+)
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
@@ -190,7 +200,7 @@ def summary_of(stdout: str) -> tuple[list[str], list[str], str]:
     """The screen output: lines before the column heading, the cell lines, the closing line."""
     lines = stdout.splitlines()
     assert all(len(line) <= 100 for line in lines), max(lines, key=len)
-    head = next(i for i, line in enumerate(lines) if line.startswith("cell "))
+    head = next(i for i, line in enumerate(lines) if re.match(r"differs +status A / B ", line))
     end = next(i for i, line in enumerate(lines) if re.match(r"\d+ cells: ", line))
     return lines[:head], lines[head + 1:end], lines[end]
 
@@ -206,9 +216,9 @@ def test_demo_pair_page_all_compared_none_differs(chromium: Any, extractive: Pat
     before, cell_lines, closing = summary_of(result.stdout)
     assert before == ["A: extractive (extractive, NON-MODEL BASELINE)",
                       "B: extractive (extractive, NON-MODEL BASELINE)"]
-    assert len(cell_lines) == 72 and all(line.endswith("  same") for line in cell_lines)
-    assert cell_lines[0].split() == ["delay", "en", "A", "full", "r1", "completed", "/",
-                                     "completed", "2", "/", "2", "same"]
+    assert len(cell_lines) == 72 and all(line.startswith("same  ") for line in cell_lines)
+    assert cell_lines[0].split() == ["same", "completed", "/", "completed", "2", "/", "2",
+                                     "delay", "en", "A", "full", "r1"]
     assert closing == "72 cells: 72 compared, of which 0 differ and 72 are the same; " \
                       "0 not compared."
     table = pl.read_parquet(out)
@@ -271,6 +281,72 @@ def test_conditions_cited_validly_are_compared_as_sets(extractive: Path) -> None
     assert table.filter(pl.col("differs")).select(CELL).rows() == [key]
 
 
+def test_a_cell_differing_only_in_invalid_citations_differs(extractive: Path) -> None:
+    """README: a cell differs when "its valid or invalid citation counts" differ. Here one
+    call of the copy cites one more sentence invalidly: its valid citations, the conditions
+    it cites validly, its status and whether it parsed are the same as the original's. That
+    cell, and only it, differs (pair and grid), and the field named is the invalid count."""
+    again = copy_series(extractive, "extractive-again")
+    path = again / "citations_per_call.parquet"
+    per_call = pl.read_parquet(path)
+    first = per_call["call_id"][0]
+    one_more = pl.col("call_id") == first
+    per_call.with_columns(pl.when(one_more).then(pl.col(c) + 1).otherwise(pl.col(c)).alias(c)
+                          for c in ("n_invalid", "n_citations")).write_parquet(path)
+    key = tuple(per_call.filter(one_more).select(CELL).row(0))
+    comparison = compare_series(extractive, again)
+    table = comparison.table
+    row = table.filter(pl.struct(CELL) == pl.lit(dict(zip(CELL, key, strict=True)))).row(
+        0, named=True)
+    assert row["n_valid_a"] == row["n_valid_b"] and row["n_invalid_a"] + 1 == row["n_invalid_b"]
+    assert table.filter(pl.col("differs")).select(CELL).rows() == [key]
+    assert [f for f in differing_fields(table) if f] == [["n_invalid"]]
+    grid = compare_grid([extractive, extractive, again])
+    assert grid.table.filter(pl.col("differs")).select(CELL).rows() == [key]
+
+
+def synthetic_pair(cells: list[tuple[str, bool | None]]) -> Comparison:
+    """A comparison of made-up cells (case name, differs; None: not compared), for the
+    terminal's layout alone."""
+    info = {"series": "s", "label": "l", "is_model": False}
+    rows = [{"case": case, "lang": "en", "variant": "A", "mode": "full", "rep": 1,
+             "compared": differs is not None, "differs": differs,
+             "status_a": "completed", "status_b": "completed" if differs is not None else None,
+             "n_valid_a": 3, "n_valid_b": 2 if differs else 3,
+             "note": "" if differs is not None else "cell absent from B"}
+            for case, differs in cells]
+    return Comparison(Path("a"), Path("b"), info, info, [], pl.DataFrame(rows))
+
+
+def test_a_wrapped_line_never_carries_a_verdict_onto_the_next_cell() -> None:
+    """Cells whose names fill the screen: their lines wrap. Every line that starts at the
+    margin opens with its own cell's verdict (differs, same or not compared) and holds its
+    counts; what wraps, indented, is the rest of that cell's name (the last column), never a
+    verdict or a count that could be read as the next cell's. The pair and the grid alike."""
+    long = ["x" * 70 + "-one", "y" * 75 + "-two", "z" * 80 + "-three"]
+    comparison = synthetic_pair([(long[0], True), (long[1], False), (long[2], None)])
+    grid = Grid([Path("a"), Path("b")], [comparison.info_a] * 2, [], comparison.table.rename(
+        {"status_a": "status_S1", "status_b": "status_S2", "n_valid_a": "n_valid_S1",
+         "n_valid_b": "n_valid_S2"}).with_columns(
+        pl.lit(0).alias("n_invalid_S1"), pl.lit(0).alias("n_invalid_S2")))
+    counts = {"pair": ["3 / 2", "3 / 3", "3 / 3"],
+              "grid": ["3v/0x  completed 2v/0x", "3v/0x  completed 3v/0x", "3v/0x  absent"]}
+    for kind, lines in (("pair", summary(comparison)), ("grid", grid_summary(grid))):
+        assert all(len(line) <= 100 for line in lines)
+        body = lines[3:-1]  # after A/B (S1/S2) and the heading, before the counts
+        assert any(ln.startswith("    ") for ln in body)  # the long cells did wrap
+        opened = [ln for ln in body if not ln.startswith("    ")]
+        verdicts = [re.match(r"(differs|same|not compared)  ", ln) for ln in opened]
+        assert [m.group(1) if m else None for m in verdicts] == [
+            "differs", "same", "not compared"], kind
+        for line in body:
+            if line.startswith("    "):
+                assert not re.search(r"differs|same|not compared|[0-9] / [0-9]|[0-9]v/", line)
+        joined = unwrap(body)
+        for row, name, count in zip(joined, long, counts[kind], strict=True):
+            assert count in row and row.endswith(f"{name} en A full r1"), (kind, row)
+
+
 def test_long_lines_wrap_within_100_columns(extractive: Path) -> None:
     name = "extractive-" + "with-a-long-name-" * 6
     again = copy_series(extractive, name.rstrip("-"))
@@ -316,7 +392,7 @@ def test_model_series_beside_the_baseline_differs_where_the_tables_do(
     assert 0 < n_differ < 72  # both kinds occur
     assert closing == f"72 cells: 72 compared, of which {n_differ} differ and " \
                       f"{72 - n_differ} are the same; 0 not compared."
-    assert [line.split()[-1] for line in cell_lines] == \
+    assert [line.split()[0] for line in cell_lines] == \
         ["differs" if expected[k] else "same" for k in sorted(expected)]
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert {tuple(r[c] for c in CELL): r["differs"] for r in rows} == expected
@@ -340,8 +416,9 @@ def test_model_series_beside_the_baseline_differs_where_the_tables_do(
     assert only.one("q", "extract").text() == " ".join(first_text.split()[:5])
     assert side(cell, "b").one(cls="answer").text() == "See the cited sentence."
     assert "valid citations" in cell.one(cls="differing").text()
-    line = next(ln for ln in cell_lines if ln.startswith("delay en A full r1 "))
-    assert line.split()[-4:] == ["2", "/", "1", "differs"]
+    cell_of = "delay en A full r1"
+    line = next(ln for ln in cell_lines if " ".join(ln.split()[-5:]) == cell_of)
+    assert line.split()[0] == "differs" and line.split()[4:7] == ["2", "/", "1"]
     for cell in cells(doc):
         assert cell.attrs["data-differs"] == str(expected[key_of(cell)]).lower()
 
@@ -358,11 +435,11 @@ def test_stopped_series_warns_first_and_marks_cells_not_compared(
     assert warnings[0].startswith("WARNING: series B, openai-stopped, is stopped at call 10")
     assert warnings[1] == "WARNING: 63 of 72 cells are not compared (each says why); " \
                           "they are never counted as compared."
-    not_compared = [ln for ln in cell_lines if ln.endswith("  not compared")]
+    not_compared = [ln for ln in cell_lines if ln.startswith("not compared  ")]
     assert len(not_compared) == 63
     assert sum(" completed / not_sent " in ln for ln in not_compared) == 62
     assert sum(" completed / failed " in ln for ln in not_compared) == 1
-    n_differ = sum(ln.endswith("  differs") for ln in cell_lines)
+    n_differ = sum(ln.startswith("differs  ") for ln in cell_lines)
     assert closing == f"72 cells: 9 compared, of which {n_differ} differ and {9 - n_differ} " \
                       "are the same; 63 not compared."
 
@@ -518,21 +595,30 @@ def test_three_series_grid_on_screen_and_differs_only(extractive: Path, tmp_path
     assert whole.returncode == 0, whole.stderr
     lines = whole.stdout.splitlines()
     assert [ln.split(":")[0] for ln in lines[:3]] == ["S1", "S2", "S3"]
-    assert lines[3].split() == ["cell", "S1", "S2", "S3", "differs"]
-    assert len([ln for ln in lines[4:] if ln.endswith(("same", "differs"))]) == 72
+    assert lines[3].split() == ["differs", "S1", "S2", "S3", "cell"]
+    assert len([ln for ln in lines[4:] if ln.startswith(("same  ", "differs  "))]) == 72
     assert "72 cells: 72 compared, of which 1 differ and 71 are the same" in whole.stdout
     table = pl.read_parquet(tmp_path / "grid.parquet")
-    assert table.height == 72 and {"status_0", "status_2", "n_valid_2"} <= set(table.columns)
+    assert table.height == 72 and {"status_S1", "status_S3", "n_valid_S3"} <= set(table.columns)
+    # The columns name the series as the terminal does (S1, S2, S3), never by a position from
+    # 0; who each is, and the warnings, are written once beside the table.
+    assert not [c for c in table.columns if re.search(r"_[0-9]+$", c)]
+    named = {c.rsplit("_", 1)[1] for c in table.columns if re.search(r"_S[0-9]+$", c)}
+    assert named == {ln.split(":")[0] for ln in lines[:3]} and "warning" not in table.columns
+    about = json.loads((tmp_path / "grid.parquet.json").read_text(encoding="utf-8"))
+    assert [f"{s['side']}: {s['series']}" for s in about["sides"]] == [
+        ln.split(" (")[0] for ln in lines[:3]]
+    assert about["warnings"] == [] and about["counts"]["differing"] == 1
     assert table.filter(pl.col("differs"))["case"].to_list() == ["price"]
     only = run_cli("compare", *series, "--differs-only")
-    cells = [ln for ln in only.stdout.splitlines() if ln.endswith("differs")
-             and not ln.startswith("cell")]
+    cells = [ln for ln in only.stdout.splitlines() if ln.startswith("differs  ")
+             and not re.match(r"differs +S1 ", ln)]
     assert [ln.split() for ln in cells] == [
-        next(ln for ln in lines if ln.startswith("price en A full r2")).split()]
+        next(ln for ln in lines if " ".join(ln.split()[-5:]) == "price en A full r2").split()]
     assert "5v/0x" in cells[0] and "4v/0x" in cells[0]
     two = run_cli("compare", series[0], series[2], "--differs-only")
-    assert [ln.split("  ")[0] for ln in two.stdout.splitlines()
-            if ln.rstrip().endswith("differs") and not ln.startswith("cell")] == [
+    assert [" ".join(ln.split()[-5:]) for ln in two.stdout.splitlines()
+            if ln.startswith("differs  ") and not re.match(r"differs +status ", ln)] == [
         "price en A full r2"]
     one = run_cli("compare", series[0])
     assert one.returncode == 2 and "two or more series" in one.stderr
@@ -580,3 +666,40 @@ def test_grid_outlines_a_series_differing_only_in_its_conditions(extractive: Pat
     outlined = [(td.attrs["data-series"], td.attrs["data-differing"])
                 for td in rows[0].all("td", "diff")]
     assert outlined == [("S3", "conditions_cited_validly")]
+
+
+def documented_compare_tables() -> tuple[list[tuple[str, str]], list[tuple[str, str]], str]:
+    """docs/tables.md's `compare --out` section, read as a reader reads it: the pair's columns,
+    the grid's (with `<i>` for a series' number), and the paragraph on FILE.json."""
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "tables.md").read_text(encoding="utf-8")
+    section = text.split("## compare --out", 1)[1].split("\n## ", 1)[0]
+    tables = [re.findall(r"^\| `([^`]+)` \| `([^`]+)` \| .+ \|$", part, re.MULTILINE)
+              for part in section.split("| column | type | meaning |")[1:]]
+    return tables[0], tables[1], section.split("`FILE.json`:", 1)[1]
+
+
+def test_compare_out_is_what_docs_tables_says(extractive: Path, tmp_path: Path) -> None:
+    """Both tables of `compare --out` (two series, and three) have exactly the columns,
+    order and types docs/tables.md gives, the grid's named S1, S2, S3 as on screen; FILE.json
+    holds what the page lists, each side's keys included."""
+    from fragbench.schemas import type_name
+
+    pair_doc, grid_doc, about_doc = documented_compare_tables()
+    series = [str(p) for p in three_series(extractive)]
+    for names, out, doc in ((series[:2], tmp_path / "pair.parquet", pair_doc),
+                            (series, tmp_path / "grid.parquet", grid_doc)):
+        done = run_cli("compare", *names, "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        written = [(c, type_name(t)) for c, t in pl.read_parquet_schema(out).items()]
+        n = len(names)
+        fixed = [(c, t) for c, t in doc if "<i>" not in c]
+        per_series = [(c, t) for c, t in doc if "<i>" in c]
+        expected = fixed + [(c.replace("<i>", str(i)), t) for i in range(1, n + 1)
+                            for c, t in per_series]
+        assert written == expected, out.name
+        about = json.loads(out.with_name(out.name + ".json").read_text(encoding="utf-8"))
+        assert list(about) == ["sides", "warnings", "counts"]
+        assert all(f"`{key}`" in about_doc for key in [*about, *about["sides"][0],
+                                                         *about["counts"]])

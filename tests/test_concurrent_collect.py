@@ -228,10 +228,13 @@ def open_most(records: list[dict[str, Any]]) -> int:
 @pytest.mark.parametrize(("setting", "message"), [
     ("max_in_flight = 0", "backends.openai.max_in_flight must be at least 1, got 0"),
     ("max_in_flight = 257", "backends.openai.max_in_flight must be at most 256, got 257"),
-    ('max_in_flight = "8"', "backends.openai.max_in_flight has the wrong type (str)"),
-    ("max_in_flight = true", "backends.openai.max_in_flight has the wrong type (bool)"),
+    ('max_in_flight = "8"', 'backends.openai.max_in_flight is a string ("8"); write a whole '
+     "number: max_in_flight = 8"),
+    ("max_in_flight = true", "backends.openai.max_in_flight is a boolean (true); write a whole "
+     "number, for example max_in_flight = 3"),
     ("requests_per_minute = 0", "backends.openai.requests_per_minute must be at least 1"),
-    ("tokens_per_minute = 1.5", "backends.openai.tokens_per_minute has the wrong type (float)"),
+    ("tokens_per_minute = 1.5", "backends.openai.tokens_per_minute is a number with a point "
+     "(1.5); write a whole number"),
 ])
 def test_concurrency_keys_are_checked_at_load(experiment: Path, setting: str, message: str
                                               ) -> None:

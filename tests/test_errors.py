@@ -82,7 +82,8 @@ CASES: dict[str, tuple[Mutation, str, str]] = {
                         "config.toml", "not valid TOML"),
     "config value of the wrong type": (
         lambda ws: edit(config(ws), "chunk_size = 3", 'chunk_size = "three"'),
-        "config.toml", "retrieval.chunk_size has the wrong type"),
+        "config.toml", 'retrieval.chunk_size is a string ("three"); write a whole number, for '
+        "example chunk_size = 3"),
     "zero repetitions": (lambda ws: edit(config(ws), "repetitions = 3", "repetitions = 0"),
                          "config.toml", "repetitions must be at least 1"),
     "unknown mode": (
@@ -94,7 +95,8 @@ CASES: dict[str, tuple[Mutation, str, str]] = {
     "prompt with an unknown placeholder": (
         lambda ws: edit(ws / "experiments/protocol-1.0/prompts/en.toml", "{question}",
                         "{questoin}"),
-        "en.toml", "unknown or malformed placeholder"),
+        "en.toml", "input has the placeholder '{questoin}', which fragbench does not fill; the "
+        "placeholders it may hold are {source}, {question}, {sentences}"),
     "schema not JSON": (
         lambda ws: (ws / "experiments/protocol-1.0/schema.json").write_text("{", encoding="utf-8"),
         "schema.json", "not valid JSON"),

@@ -19,6 +19,7 @@ from hotpotqa_data import FIXTURE, generate, write
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
 from fragbench.corpus import load_corpus
+from fragbench.corpus_ids import shown
 from fragbench.errors import EXIT_REFUSED, EXIT_USAGE
 from fragbench.importers import hotpotqa
 from fragbench.importers.hotpotqa import fact_id
@@ -357,3 +358,73 @@ def test_generic_import_refuses_unsafe_ids(tmp_path: Path, change: Callable[[dic
     errors = error_lines(ran.stderr)
     assert len(errors) == 1 and errors[0].startswith(f"fragbench: {source}: {said}"), errors
     assert not out.exists()
+
+
+@pytest.mark.parametrize("first", [1, 2])
+@pytest.mark.parametrize("key", ["Topic", "lang", "answer", "../x", "a b", "x\ny", "é"])
+def test_generic_import_names_the_line_of_a_hostile_group_key(tmp_path: Path, key: str,
+                                                               first: int) -> None:
+    """Issue 24, item 10: refused at the input's first line holding it (the columnar corpus's
+    rule, `group_key_problem`), not as the output's `cases.parquet`, never written; on line 2,
+    before the "every case the same keys" check, which would name the key but not say why."""
+    lines = [{"id": f"q{n}", "question": "Which?", "conditions": ["s1"],
+              "sentences": [{"id": "s1", "text": "One."}],
+              "groups": {key if n >= first else "topic": "x"}} for n in (1, 2)]
+    source, out, ran = _generic(tmp_path, lines)
+    assert ran.returncode == EXIT_REFUSED
+    [line] = error_lines(ran.stderr)
+    assert line.startswith(f"fragbench: {source}: line {first}: group key {shown(key)} must "
+                           "match [a-z][a-z0-9_]*"), line
+    assert "cases.parquet" not in line
+    assert not out.exists()
+
+
+def _question(context: list, supporting: list) -> dict:
+    """One question in HotpotQA's shape, with the given context and supporting facts."""
+    return {"_id": "5a8b57f25542995d1e6f9999", "answer": "yes", "question": "Which one?",
+            "supporting_facts": supporting, "context": context, "type": "bridge",
+            "level": "easy"}
+
+
+def test_a_supporting_fact_listed_twice_is_one_condition(tmp_path: Path) -> None:
+    """Issue 24, item 11 (rule: conditions are the supporting facts, each once, in their
+    order): HotpotQA's files hold a few repeated pairs."""
+    context = [["River", ["The river is long.", " It floods."]], ["Town", ["The town."]]]
+    out = _import(tmp_path, [_question(context, [["River", 1], ["Town", 0], ["River", 1]])])
+    [case] = load_corpus([out])
+    assert case.conditions == (fact_id("River", 1), fact_id("Town", 0))
+
+
+def test_a_sentence_index_counts_blank_sentences(tmp_path: Path) -> None:
+    """Issue 24, item 11 (rule: INDEX is the sentence's index in its paragraph as
+    `supporting_facts` counts, every sentence, blank ones included): counting only the
+    non-blank ones would move each condition after a blank to the next sentence, silently.
+    A supporting fact naming the blank sentence itself names no sentence: skipped, counted."""
+    context = [["River", [" ", " It floods in spring.", " It freezes in winter."]],
+               ["Town", ["The town.", "", " It has a bridge."]]]
+    out = _import(tmp_path, [_question(context, [["River", 1], ["Town", 2], ["Town", 1]])])
+    [case] = load_corpus([out])
+    facts = case.langs["en"].facts
+    assert case.conditions == (fact_id("River", 1), fact_id("Town", 2))
+    assert [facts[c] for c in case.conditions] == ["It floods in spring.", "It has a bridge."]
+    assert facts[fact_id("River", 2)] == "It freezes in winter."
+    manifest = json.loads((out / "import.json").read_text(encoding="utf-8"))
+    assert manifest["skipped_supporting_facts"] == [
+        {"question": "5a8b57f25542995d1e6f9999", "title": "Town", "index": 1}]
+    assert manifest["blank_sentences"] == 2
+
+
+def test_the_import_summary_counts_in_words(tmp_path: Path) -> None:
+    """Issue 24, item 10: "1 supporting fact", not "1 supporting facts" (and each count)."""
+    context = [["River", ["The river is long.", " "]]]
+    source = write(tmp_path / "one.json", [_question(context, [["River", 0], ["River", 5]])])
+    out = tmp_path / "one"
+    ran = run_cli("import", "hotpotqa", str(source), "--out", str(out))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == (f"1 case, 1 sentence written to {out}; skipped: 0 questions without "
+                          "a usable supporting fact, 1 supporting fact naming no sentence, 1 "
+                          f"blank sentence (listed in {out / 'import.json'})\n")
+    lines = [{"id": "q1", "question": "Which?", "conditions": ["s1"],
+              "sentences": [{"id": "s1", "text": "One."}]}]
+    source, generic, ran = _generic(tmp_path / "generic", lines)
+    assert ran.stdout == f"1 case written to {generic}\n"

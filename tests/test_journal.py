@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fragbench.errors import SeriesError
-from fragbench.journal import STATUS_MAX, Journal, read_journal, spent
+from fragbench.journal import STATUS_MAX, Journal, chain, read_journal, spent
 from fragbench.redact import Redactor
 
 
@@ -41,8 +41,8 @@ def test_torn_last_line_is_ignored_and_its_call_counts_at_reservation(tmp_path: 
 
 def test_an_altered_line_in_the_middle_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
-    path.write_text('{"at": "t", "type": "header"}\nnot json\n{"at": "t", "type": "end"}\n',
-                    encoding="utf-8")
+    path.write_bytes(chain([{"at": "t", "type": "header"}, "not json",
+                            {"at": "t", "type": "end"}]))
     with pytest.raises(SeriesError, match="line 2 is not a journal record"):
         read_journal(path)
 
@@ -125,9 +125,13 @@ def test_a_short_write_names_the_file_and_says_it_once(tmp_path: Path) -> None:
     assert spent(read_journal(path)) == Decimal("0.09")
 
 
-def write_lines(path: Path, *records: object) -> None:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n"
-                            for r in records), encoding="utf-8")
+def write_lines(path: Path, *records: dict[str, object]) -> None:
+    path.write_bytes(chain(records))
+
+
+def write_unchained(path: Path, *records: object) -> None:
+    """As a fragbench before the chain wrote a journal."""
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
 
 
 def test_a_received_body_and_an_interruption_are_records(tmp_path: Path) -> None:
@@ -142,9 +146,10 @@ def test_a_received_body_and_an_interruption_are_records(tmp_path: Path) -> None
 
 
 def test_an_older_journal_s_escaped_surrogates_are_read_as_valid_text(tmp_path: Path) -> None:
-    """Written before the journal escaped them: JSON escapes of lone surrogates, anywhere."""
+    """Written before the journal escaped them (and before its chain): JSON escapes of lone
+    surrogates, anywhere."""
     path = tmp_path / "journal.jsonl"
-    write_lines(path, {"at": "t", "type": "reserve", "call_id": "a", "seq": 1,
+    write_unchained(path, {"at": "t", "type": "reserve", "call_id": "a", "seq": 1,
                        "reserved_usd": "1"},
                 {"at": "t", "type": "outcome", "call_id": "a", "seq": 1, "status": "completed",
                  "text": "x\udc80", "usage": {"k\ud83d": 1}, "extra": ["\ud83d"]})

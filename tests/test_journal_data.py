@@ -25,7 +25,7 @@ from test_journal import file_size_limit
 import fragbench
 from fragbench.compare import SkippedSeries
 from fragbench.errors import EXIT_REFUSED, EXIT_STOPPED, SeriesError
-from fragbench.journal import read_journal
+from fragbench.journal import CHAIN_FIELDS, chain, read_journal
 
 AT = "2026-01-01T00:00:00.000+00:00"
 BASE: list[dict[str, Any]] = [
@@ -55,8 +55,9 @@ def edited(line: int, **changes: Any) -> list[Any]:
 
 
 def write(path: Path, records: list[Any]) -> None:
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n"
-                            for r in records), encoding="utf-8")
+    """The records as a journal, chained (a text line kept as it is): what a later check
+    refuses is then what the line says, not its hash."""
+    path.write_bytes(chain(records))
 
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -145,7 +146,18 @@ def journal_lines(series_dir: Path) -> list[str]:
 
 
 def rewrite(series_dir: Path, lines: list[str]) -> None:
-    (series_dir / "journal.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    """The journal as `lines` (edited by hand), chained again, as by someone who recomputes
+    every hash: the checks under test are then those after the chain's."""
+    (series_dir / "journal.jsonl").write_bytes(chain(json.loads(line) for line in lines))
+
+
+def rewrite_unchained(series_dir: Path, lines: list[str]) -> None:
+    """The journal as `lines` with no chain fields, as a fragbench before the chain wrote it
+    (JSON escapes for what is not ASCII)."""
+    records = [{k: v for k, v in json.loads(line).items() if k not in CHAIN_FIELDS}
+               for line in lines]
+    (series_dir / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records),
+                                              encoding="utf-8")
 
 
 def first_outcome(lines: list[str]) -> int:
@@ -208,13 +220,13 @@ def test_lone_surrogates_are_kept_escaped_and_every_table_is_rebuilt(extractive:
     record["refusal"] = f"no {SURROGATE}"
     record["error"] = f"err {SURROGATE}"
     record["model"] = f"extractive-baseline{SURROGATE}"
-    lines[at] = json.dumps(record, ensure_ascii=True)  # as the old journal wrote it
+    lines[at] = json.dumps(record)
     # A stop whose detail holds one too (status.json carries the stop).
     end = next(i for i, line in enumerate(lines) if '"type": "end"' in line)
     lines[end] = json.dumps({"at": record["at"], "type": "stop", "reason": "technical_failure",
                              "detail": f"why {SURROGATE}", "call_id": record["call_id"],
-                             "seq": record["seq"]}, ensure_ascii=True)
-    rewrite(extractive, lines)
+                             "seq": record["seq"]})
+    rewrite_unchained(extractive, lines)  # as the old journal wrote it: escapes, no chain
     # A hand-edited series.json too (its label is in status.json and the report).
     info = json.loads((extractive / "series.json").read_text(encoding="utf-8"))
     info["label"] = f"label {SURROGATE}"

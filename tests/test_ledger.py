@@ -316,3 +316,73 @@ def test_a_server_store_without_psycopg_is_refused_in_one_line(tmp_path: Path,
     assert done.returncode == 4, done.stderr
     [line] = error_lines(done.stderr)
     assert "psycopg is not installed: install fragbench[postgres]" in line
+
+
+# -- Issue 24: a second outcome, and the edited record named ----------------------------------
+
+def two_outcomes() -> list[dict]:
+    """One call reserved at 5 USD and given two outcomes of 0.01 USD: counted as twice settled,
+    it would record a spend of 0.01 + 0.01 - 5 = -4.98 USD."""
+    return [{"type": "budget", "id": "b", "ceiling_usd": "10", "prior_spend_usd": "0.5"},
+            {"type": "reserve", "series_uid": "s1", "call_id": "a", "reserved_usd": "5"},
+            {"type": "outcome", "series_uid": "s1", "call_id": "a", "counted_usd": "0.01"},
+            {"type": "outcome", "series_uid": "s1", "call_id": "a", "counted_usd": "0.01"}]
+
+
+def test_a_second_outcome_for_one_call_is_refused_when_read(store: Store) -> None:
+    write_some(store)  # creates the server's tables, and the head `put` then forges
+    store.put(forged(two_outcomes()), head=True)
+    with pytest.raises(LedgerError, match=r"record 3|line 4") as refused:
+        store.make().load()
+    assert "second outcome for call a of series s1" in str(refused.value)
+
+
+def test_a_second_outcome_for_one_call_is_never_written(store: Store) -> None:
+    ledger = store.make().open(Redactor())
+    outcome = {"type": "outcome", "series_uid": "s1", "call_id": "a", "counted_usd": "0.01"}
+    with ledger.locked():
+        ledger.append({"type": "reserve", "series_uid": "s1", "call_id": "a",
+                       "reserved_usd": "5"})
+        ledger.append(outcome)
+    with pytest.raises(LedgerError, match="second outcome for call a"), ledger.locked():
+        ledger.append(outcome)
+    ledger.close()
+    reread = store.make().load()  # still readable: nothing of the refused record was written
+    assert reread.spent() == Decimal("0.01") and reread.records == 3
+
+
+EDITED = {
+    # what is edited, how, and the record the refusal must name (file line; server record)
+    "an amount of record 1": (1, lambda r: r.replace(b'"0.09"', b'"0.01"'), "line 2 was edited",
+                              "record 1 was edited"),
+    "the prev of record 2": (2, lambda r: r.replace(b'"prev": "', b'"prev": "0'),
+                             "line 3 was edited", "record 2 was edited"),
+    "the genesis's ceiling": (0, lambda r: r.replace(b'"10"', b'"10.0"'), "line 1 was edited",
+                              "record 0 was edited"),
+}
+
+
+@pytest.mark.parametrize("name", list(EDITED))
+def test_an_edited_record_is_named_not_the_one_after_it(store: Store, name: str) -> None:
+    """The record after an edited one chains to its old text: the break shows between the
+    two, and the refusal names the edited one (the one after it, still vouched for by its own
+    successor, is intact). With a budget that reads any ceiling, so only the chain speaks."""
+    write_some(store)
+    at, edit, in_file, on_server = EDITED[name]
+    lines = store.lines()
+    lines[at] = edit(lines[at])
+    store.put(lines, head=False)
+    with pytest.raises(LedgerError) as refused:
+        store.make("b").load()  # type: ignore[arg-type]
+    expected = in_file if isinstance(store, FileStore) else on_server
+    assert expected in str(refused.value), str(refused.value)
+
+
+def test_an_edit_before_the_last_record_names_both_in_a_file(tmp_path: Path) -> None:
+    """A file's last line has no successor to vouch for it: an edit of the line before it is
+    named with it (a server's head vouches for its last record: tested in test_ledger_pg)."""
+    path = tmp_path / "b.jsonl"
+    write_some(path)
+    path.write_bytes(path.read_bytes().replace(b'"0.02"', b'"0.01"'))
+    with pytest.raises(LedgerError, match="line 3 or line 4 was edited"):
+        Ledger(path, BUDGET).load()

@@ -366,6 +366,58 @@ def test_a_copy_that_reads_back_differently_leaves_the_file_retired(
     assert usable(to_move, ledger_url) == ["server"]
 
 
+def killed_move(step: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ledger move b` stopped at `step` (raised where it would run)."""
+    import fragbench.ledger_pg
+
+    def kill(*args: object) -> None:
+        raise Killed(step)
+
+    with monkeypatch.context() as m:
+        m.setattr(fragbench.ledger_pg, step, kill)
+        with pytest.raises(Killed):
+            run_cli("ledger", "move", "b")
+
+
+def test_a_move_run_again_after_one_that_copied_nothing_says_it_completes_it(
+        to_move: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: the first move retired the file and was stopped before its copy; the second
+    says that it completed that move (copying every record now)."""
+    killed_move("_copy", monkeypatch)
+    again = run_cli("ledger", "move", "b")
+    assert again.returncode == 0, again.stderr
+    assert ("completing an earlier move that had retired the file and copied nothing (its 4 "
+            "records copied now)") in again.stdout
+    assert len(rows(ledger_url)) == 4
+
+
+def test_a_move_run_again_that_copied_nothing_never_speaks_of_its_copy(
+        to_move: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: the first move's copy committed (it was stopped before reading it back); the
+    second copies nothing, only checks, and when what it then reads back differs (the records
+    removed meanwhile) its one line says that it copied nothing, not "after the copy
+    committed"."""
+    import fragbench.ledger_pg
+
+    killed_move("_read_back", monkeypatch)
+    real = fragbench.ledger_pg._read_back
+
+    def removed_first(*args: object) -> PgLedger:
+        with psycopg.connect(ledger_url) as conn:
+            conn.execute("DELETE FROM fragbench_ledger")
+            conn.execute("DELETE FROM fragbench_ledger_head")
+        return real(*args)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as m:
+        m.setattr(fragbench.ledger_pg, "_read_back", removed_first)
+        result = run_cli("ledger", "move", "b")
+    assert result.returncode == 4
+    [line] = error_lines(result.stderr)
+    assert "after the copy committed" not in line, line
+    assert "an earlier move had copied them" in line and "(it copied nothing)" in line
+    assert "the file stays retired" in line and PASSWORD not in line
+
+
 def test_a_second_move_refuses_a_server_holding_other_records(
         to_move: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file retired by a move that stopped, and the server meanwhile holding another
@@ -459,7 +511,9 @@ def test_verify_passes_in_one_line(written: str) -> None:
 
 
 def test_verify_and_show_name_the_first_bad_record(written: str, ledger_store: Path) -> None:
-    """An amount lowered by hand on record 1: the chain breaks at record 2."""
+    """An amount lowered by hand on record 1: the chain breaks between records 1 and 2, and
+    record 2, vouched for by record 3, is intact, so record 1 is named (issue 24: the next
+    record was named) and not shown among the good ones."""
     if written.startswith("postgresql://"):
         with psycopg.connect(os.environ["FRAGBENCH_LEDGER_URL"]) as conn:
             conn.execute("UPDATE fragbench_ledger SET line = replace(line, '\"0.09\"', "
@@ -470,12 +524,13 @@ def test_verify_and_show_name_the_first_bad_record(written: str, ledger_store: P
     result = run_cli("ledger", "verify", "b")
     assert result.returncode == 4
     [line] = error_lines(result.stderr)
-    # The file counts lines from 1, the server records from 0: both name record n=2.
-    place = "record 2" if written.startswith("postgresql://") else "line 3"
-    assert f"{place} does not follow the " in line and written in line
+    # The file counts lines from 1, the server records from 0: both name record n=1.
+    place = "record 1" if written.startswith("postgresql://") else "line 2"
+    assert f"{place} was edited (the " in line and written in line
     shown = run_cli("ledger", "show", "b")
     assert shown.returncode == 4
-    assert "chain BROKEN after record 1" in shown.stdout
+    assert "chain BROKEN after record 0" in shown.stdout
+    assert "reserve 0.01 USD" not in shown.stdout  # the edited record is not shown as good
     assert len(error_lines(shown.stderr)) == 1
 
 

@@ -20,6 +20,7 @@ import fragbench
 from fragbench.budget import usd
 from fragbench.compare import SkippedSeries
 from fragbench.errors import SeriesError
+from fragbench.journal import chain
 
 MONEY = pl.Decimal(38, 18)
 CALL_MONEY = ("cost_usd", "reserved_usd", "counted_usd")
@@ -129,7 +130,7 @@ def test_an_amount_finer_than_the_scale_is_refused_not_rounded(extractive: Path)
         record = json.loads(lines[first])
         record["counted_usd"] = amount
         lines[first] = json.dumps(record, ensure_ascii=False)
-        journal.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        journal.write_bytes(chain(json.loads(line) for line in lines))  # hashes recomputed
         result = run_cli("measure", str(extractive))
         assert result.returncode != 0
         assert "Traceback" not in result.stderr

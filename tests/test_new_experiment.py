@@ -203,8 +203,13 @@ def test_an_unusable_corpus_or_folder_is_refused_and_nothing_written(
                                             "language; an experiment asks every case for each "
                                             "of its languages: make them share one."]
     assert sorted(p.name for p in experiments.iterdir()) == before
-    nowhere = run_cli("new", "experiment", "x", "--dir", str(workspace / "nowhere"))
-    assert nowhere.returncode == EXIT_USAGE
+    nowhere = run_cli("new", "experiment", "x", "--dir", str(workspace / "no" / "where"))
+    assert nowhere.returncode == EXIT_USAGE  # a missing --dir is made, never its parent
+    assert not (workspace / "no").exists()
+    later = run_cli("new", "experiment", "x", "--dir", str(workspace / "later"), "--corpus",
+                    str(broken))
+    assert later.returncode == EXIT_REFUSED  # refused before --dir is made
+    assert not (workspace / "later").exists()
     plugin = run_cli("new", "chunker", "x", "--corpus", "corpus/0.2")
     assert plugin.returncode == EXIT_USAGE
     assert error_lines(plugin.stderr) == ["fragbench: --corpus is for `fragbench new "

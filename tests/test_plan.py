@@ -14,7 +14,7 @@ from conftest import ROOT, error_lines, refreeze, run_cli
 from fragbench import text
 from fragbench.config import load_experiment
 from fragbench.errors import PlanMismatch
-from fragbench.plan import build_plan, verify
+from fragbench.plan import block_order, build_plan, verify
 from fragbench.requests import request_text
 from fragbench.run import run
 
@@ -47,6 +47,48 @@ def test_schedule_alternates_and_rotates_deterministically() -> None:
     assert all(a != b for a, b in itertools.pairwise(openers))
     assert len(set(openers)) == 4
     assert build_plan(experiment)["schedule"] == schedule  # no randomness
+
+
+@pytest.mark.parametrize(("variants", "modes"), [
+    (("A", "B"), ("retrieval", "full")), (("A", "B", "C"), ("retrieval", "full")),
+    (("A", "B"), ("retrieval", "full", "none")), (("A", "B", "C", "D"), ("retrieval", "full"))])
+def test_block_order_is_balanced_and_rotating_as_documented(variants: tuple[str, ...],
+                                                            modes: tuple[str, ...]) -> None:
+    """`plan.block_order`'s docstring and docs/protocol.md, statement by statement: every
+    variant x mode once in a block (balanced); the variants take turns in their order, so no
+    two neighbours share one (the block read as a ring, since `schedule` rotates it); the modes
+    start in their order and shift by one at each turn of the variants; for A/B x
+    retrieval/full the block the docs print."""
+    order = block_order(variants, modes)
+    nv, nm = len(variants), len(modes)
+    assert sorted(order) == sorted(itertools.product(variants, modes))
+    assert [v for v, _ in order] == list(variants) * nm
+    assert all(a[0] != b[0] for a, b in zip(order, order[1:] + order[:1], strict=True))
+    place = [modes.index(m) for _, m in order]
+    assert place[:nv] == [i % nm for i in range(nv)]
+    assert all(place[i + nv] == (place[i] + 1) % nm for i in range(len(order) - nv))
+    if (variants, modes) == (("A", "B"), ("retrieval", "full")):
+        shown = ", ".join(f"({v}, {m})" for v, m in order)
+        assert shown == "(A, retrieval), (B, full), (A, full), (B, retrieval)"
+        protocol = (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8")
+        assert "balanced and rotating" in protocol and shown in protocol
+
+
+def test_the_protocol_schedule_rotates_its_block_by_one_place() -> None:
+    """docs/protocol.md: each block of protocol 1.0 is the first one rotated by one more place;
+    over four blocks each pair opens a block once and holds each place once; where two blocks
+    meet the variant repeats and the mode changes."""
+    schedule = build_plan(load_experiment(ROOT / "experiments" / "protocol-1.0"))["schedule"]
+    blocks = [[(c["variant"], c["mode"]) for c in schedule[i:i + 4]] for i in range(0, 72, 4)]
+    first = blocks[0]
+    for b, block in enumerate(blocks):
+        assert block == first[b % 4:] + first[:b % 4]
+    for start in range(len(blocks) - 3):
+        four = blocks[start:start + 4]
+        for place in range(4):
+            assert len({block[place] for block in four}) == 4
+    for before, after in itertools.pairwise(blocks):
+        assert before[-1][0] == after[0][0] and before[-1][1] != after[0][1]
 
 
 def test_requests_supply_the_selection_or_the_whole_passage() -> None:
@@ -172,3 +214,35 @@ def test_missing_key_is_one_line_and_spends_nothing(experiment: Path, workspace:
         "run again (nothing was sent or spent)."]
     assert server.requests == []
     assert not (workspace / "outputs").exists()
+
+
+def test_each_call_reserves_its_utf8_bytes_not_its_characters() -> None:
+    """Issue 24, item 11, on a plan built now (not the committed snapshot): every call's
+    `request_bytes` and reservation count the UTF-8 bytes of its text (a token is at least one
+    byte; a character can be four), for the French calls too, where bytes outnumber
+    characters: (bytes + 1024 framing tokens) at the highest input-side rate, 12.50, plus the
+    1200-token output ceiling at 50, per million."""
+    experiment = load_experiment(ROOT / "experiments" / "protocol-1.0")
+    schedule = build_plan(experiment)["schedule"]
+    _, calls, _ = verify(experiment)
+    longer = 0
+    for entry, call in zip(schedule, calls, strict=True):
+        text_ = request_text(call.request)
+        nbytes = len(text_.encode("utf-8"))
+        longer += nbytes > len(text_)
+        assert entry["request_bytes"] == nbytes, entry["id"]
+        expected = (Decimal(nbytes + 1024) * Decimal("12.50") + 1200 * Decimal(50)) / 1_000_000
+        assert Decimal(entry["reserved_usd"]) == expected, entry["id"]
+    assert longer >= 36  # the French calls at least: where the two counts differ
+
+
+def test_the_schedule_alternates_variants_in_block_order() -> None:
+    """Issue 24, item 11, on a plan built now: the first block is `block_order` itself (the
+    order its docstring states, not another balanced one), and in every block two neighbours
+    never share a variant (A, B, A, B), whatever the rotation."""
+    experiment = load_experiment(ROOT / "experiments" / "protocol-1.0")
+    schedule = build_plan(experiment)["schedule"]
+    blocks = [[(c["variant"], c["mode"]) for c in schedule[i:i + 4]] for i in range(0, 72, 4)]
+    assert blocks[0] == block_order(experiment.variants, experiment.modes)
+    for block in blocks:
+        assert all(a[0] != b[0] for a, b in itertools.pairwise(block)), block

@@ -171,7 +171,12 @@ def test_compare_warns_first_about_a_stopped_series(extractive: Path, experiment
     assert lines[0].startswith("WARNING: series B, openai-stopped, is stopped at call 10")
     assert "63 of 72 cells are not compared" in lines[1]  # 62 not sent, 1 failed
     table = pl.read_csv(out)
-    assert table["warning"].str.contains("stopped at call 10").all()
+    assert "warning" not in table.columns  # said once, beside the table, not on every row
+    about = json.loads(out.with_name("cmp.csv.json").read_text(encoding="utf-8"))
+    assert about["warnings"] == [ln for ln in lines if ln.startswith("WARNING: ")]
+    assert [(s["side"], s["series"], s["state"]) for s in about["sides"]] == [
+        ("A", "extractive", "complete"), ("B", "openai-stopped", "stopped")]
+    assert about["counts"]["not_compared"] == 63
     assert table.filter(pl.col("compared")).height == 9
     not_compared = table.filter(~pl.col("compared"))
     assert not_compared["n_valid_b"].null_count() == 63

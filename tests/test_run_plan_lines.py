@@ -9,16 +9,19 @@ in process against a throwaway PostgreSQL server (skipped, in one line, where no
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import threading
+from decimal import Decimal
 from pathlib import Path
 
 from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
 from loopback import Server
 from test_signals import PATIENCE, Lines, wait_for
 
+from fragbench.budget import usd
 from fragbench.ledger_pg import shown_url
 
 IN_FLIGHT = 4
@@ -82,3 +85,50 @@ def test_plan_under_a_postgresql_store_says_what_that_store_needs(
                     "(1 series); records kept in any other store are not counted (the store is "
                     "the server FRAGBENCH_LEDGER_URL names; unset it to use the file store).")
     assert "FRAGBENCH_LEDGER_DIR" not in line
+
+
+def plan_lines(*args: str) -> list[str]:
+    result = run_cli("plan", *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_plan_of_1200_calls_is_a_bounded_summary_with_its_verdict_first(
+        experiment: Path) -> None:
+    """Issue 24: `plan` at 1,200 calls printed 1,206 lines, its verdict last. The verdict
+    (endpoint, balance and whether a series fits, ledger store, frozen plan) now comes right
+    after the first line, and the schedule lists its first 20 calls, then one line saying how
+    many are left, what they reserve (the --json plan's own amounts, summed) and how to list
+    them; `--calls` lists all 1,200, still after the verdict."""
+    config = experiment / "config.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        "repetitions = 3", "repetitions = 50"), encoding="utf-8")  # 24 calls a repetition
+    lines = plan_lines(str(experiment))
+    assert lines[0].endswith(": 1200 calls, reservations for backend openai")
+    assert len(lines) <= 30
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("seq  call"))
+    verdict = lines[1:head]
+    assert verdict[0].startswith("endpoint: ")
+    assert "a new series DOES NOT FIT" in verdict[1]  # about 110 USD against 9.58
+    assert verdict[-1].startswith("frozen plan ") and "OUT OF DATE" in verdict[-1]
+    listed = lines[head + 1:-1]
+    assert [int(ln.split()[0]) for ln in listed] == list(range(1, 21))
+    review = json.loads(run_cli("plan", str(experiment), "--json").stdout)["review"]
+    rest = [Decimal(r) for r in review["reserved_usd"][20:]]
+    assert lines[-1] == (
+        f"... 1180 more calls (seq 21 to 1200) not listed, reserving {usd(sum(rest))} USD, "
+        f"{usd(min(rest))} to {usd(max(rest))} each; `fragbench plan {experiment} --calls` "
+        "lists every call, `--json` prints the whole plan.")
+    every = plan_lines(str(experiment), "--calls")
+    assert every[1:head + 1] == lines[1:head + 1]  # the same verdict, first
+    assert [int(ln.split()[0]) for ln in every[head + 1:]] == list(range(1, 1201))
+
+
+def test_protocol_plan_lists_its_72_calls_after_the_verdict() -> None:
+    lines = plan_lines(str(ROOT / "experiments" / "protocol-1.0"), "--backend", "extractive")
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("seq  call"))
+    assert lines[1:head] == [  # the verdict: the baseline is not priced
+        "endpoint: backend extractive states none (its plugin has no check_environment).",
+        "backend extractive is not priced: it draws on no budget.",
+        f"frozen plan {ROOT / 'experiments' / 'protocol-1.0' / 'experiment.json'} is current."]
+    assert [int(ln.split()[0]) for ln in lines[head + 1:]] == list(range(1, 73))

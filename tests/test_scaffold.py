@@ -237,12 +237,21 @@ def test_an_unknown_kind_or_folder_is_refused(tmp_path: Path) -> None:
     assert error_lines(kind.stderr) == ["fragbench: no plugin kind 'tokenizer'; `fragbench new` "
                                         "makes a chunker, scorer, measure or backend plugin, or "
                                         "an experiment."]
-    nowhere = tmp_path / "nowhere"
+    nowhere = tmp_path / "nowhere" / "deeper"  # a missing --dir is made, not its parent
     folder = run_cli("new", "chunker", "stride", "--dir", str(nowhere))
     assert folder.returncode == EXIT_USAGE
-    assert error_lines(folder.stderr) == [f"fragbench: --dir {nowhere}: no such folder; make it "
-                                          "first, or name an existing one."]
+    assert error_lines(folder.stderr) == [f"fragbench: --dir {nowhere}: no such folder, and its "
+                                          f"parent {nowhere.parent} is no folder either; name a "
+                                          "folder, or one to be made in an existing folder."]
     assert list(tmp_path.iterdir()) == []
+    file = tmp_path / "a-file"
+    file.write_text("mine\n", encoding="utf-8")
+    for where in (file, file / "below"):
+        refused = run_cli("new", "chunker", "stride", "--dir", str(where))
+        assert refused.returncode == EXIT_USAGE
+        [line] = error_lines(refused.stderr)
+        assert line.startswith(f"fragbench: --dir {where}: "), line
+    assert list(tmp_path.iterdir()) == [file] and file.read_text(encoding="utf-8") == "mine\n"
 
 
 def test_an_existing_folder_is_refused_and_left_as_it_is(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from loopback import Handler, Server, answer_for, ok, response_body
 from test_collect_openai import calls_of, collect
 
 from fragbench.config import load_experiment
+from fragbench.journal import chain
 from fragbench.ledger import Ledger, ledger_path
 
 OPENAI_ENV = {"OPENAI_API_KEY": CANARY_KEY}
@@ -142,9 +143,10 @@ def seed_series(out: Path, name: str, files: dict[str, str]) -> Path:
 
 
 AT = "2026-10-08T12:00:00.000+00:00"
-HEADER = json.dumps({"at": AT, "type": "header", "series": "openai", "series_uid": "u1"}) + "\n"
-RESERVE = json.dumps({"at": AT, "type": "reserve", "call_id": "x", "seq": 1,
-                      "reserved_usd": "0.09"}) + "\n"
+HEADER = {"at": AT, "type": "header", "series": "openai", "series_uid": "u1"}
+RESERVE = {"at": AT, "type": "reserve", "call_id": "x", "seq": 1, "reserved_usd": "0.09"}
+HEADER_ONLY = chain([HEADER]).decode()
+RESERVED = chain([HEADER, RESERVE]).decode()
 
 
 @pytest.mark.parametrize("left", ["an empty folder", "killed before its journal header",
@@ -154,7 +156,8 @@ def test_a_series_that_sent_nothing_can_run_again(experiment: Path, server: Serv
     out = experiment.parent.parent / "outputs"
     files = {"an empty folder": {},
              "killed before its journal header": {"plan.json": "{}", "series.json": "{"},
-             "a journal with a header only": {"plan.json": "{}", "journal.jsonl": HEADER}}[left]
+             "a journal with a header only": {"plan.json": "{}",
+                                              "journal.jsonl": HEADER_ONLY}}[left]
     seed_series(out, "openai", files)
     result, series_dir = collect(experiment, server)
     assert result.returncode == 0, result.stderr
@@ -166,8 +169,8 @@ def test_a_series_that_sent_nothing_can_run_again(experiment: Path, server: Serv
 def test_a_series_with_a_reservation_stays_final(experiment: Path, server: Server,
                                                  left: str) -> None:
     out = experiment.parent.parent / "outputs"
-    files = ({"journal.jsonl": HEADER + RESERVE} if left == "a reservation"
-             else {"journal.jsonl": HEADER, "notes.txt": "mine"})
+    files = ({"journal.jsonl": RESERVED} if left == "a reservation"
+             else {"journal.jsonl": HEADER_ONLY, "notes.txt": "mine"})
     series_dir = seed_series(out, "openai", files)
     result, _ = collect(experiment, server)
     assert result.returncode == 4 and "never appended to or overwritten" in result.stderr
@@ -609,9 +612,10 @@ def test_plan_names_each_changed_file(experiment: Path, workspace: Path) -> None
         path.write_bytes(path.read_bytes() + b"\n# edited\n")
     result = run_cli("plan", str(experiment))
     assert result.returncode == 0, result.stderr
-    last = result.stdout.strip().splitlines()[-1]
-    assert "OUT OF DATE" in last and "is current" not in result.stdout
-    assert "corpus/0.2/price.toml changed" in last and "prompts/en.toml changed" in last
+    # The verdict lines come before the calls (`plan` prints its verdict first).
+    verdict = next(line for line in result.stdout.splitlines() if line.startswith("frozen plan"))
+    assert "OUT OF DATE" in verdict and "is current" not in result.stdout
+    assert "corpus/0.2/price.toml changed" in verdict and "prompts/en.toml changed" in verdict
     review = json.loads(run_cli("plan", str(experiment), "--json").stdout)["review"]
     assert review["frozen_plan"]["current"] is False
     assert len([d for d in review["frozen_plan"]["differences"] if "changed" in d]) == 2

@@ -151,6 +151,32 @@ def test_a_response_whose_length_lies_is_doubtful(session_at: Any, lie: str) -> 
     assert "may have received and billed it" in failure.message
 
 
+# Issue 24, item 10: h11's words ("illegal request line" for a status line starting with a
+# control byte, "illegal status line: bytearray(b'...')" quoting up to 64 KiB of the server's
+# bytes) are said in fragbench's, naming the server.
+BAD_HEADS = {
+    "garbage": (b"garbage\r\n\r\n", "sent a malformed HTTP status line"),
+    "a control byte first": (b"\x00HTTP/1.1 200 OK\r\n\r\n", "sent a malformed HTTP status line"),
+    "a control byte, then the server closes": (b"\x00HTTP/1.1 200",
+                                               "sent a malformed HTTP status line"),
+    "a status of four digits": (b"HTTP/1.1 2000 OK\r\n\r\n", "sent a malformed HTTP status line"),
+    "a long status line": (b"HTTP/1.1 OK " + b"s3cr3t" * 5000 + b"\r\n\r\n",
+                           "sent a malformed HTTP status line"),
+    "a header line without a colon": (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+                                      "sent a malformed HTTP header line"),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_HEADS))
+def test_a_malformed_head_is_said_in_fragbench_words(session_at: Any, bad: str) -> None:
+    sent, words = BAD_HEADS[bad]
+    with RawServer(lambda n, req: (sent, True)) as server:
+        failure = failure_of(session_at(server))
+    assert failure.kind == "doubtful_response" and not failure.never_sent, failure.message
+    assert f"the server at 127.0.0.1:{server.port} {words}" in failure.message
+    assert "illegal" not in failure.message and "bytearray" not in failure.message
+    assert "s3cr3t" not in failure.message and len(failure.message) < 300
+
 def test_a_chunked_answer_without_a_length_is_read(session_at: Any) -> None:
     def chunked(number: int, req: dict[str, Any]) -> bytes:
         body = responses_body(number, req)

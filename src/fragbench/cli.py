@@ -14,6 +14,7 @@ completion.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -53,6 +54,15 @@ def _err(message: str) -> None:
     from fragbench.progress import emit
 
     emit(_redactor().text(f"fragbench: {message}"), err=True)
+
+
+def _whole_option(text: str, most: int) -> int:
+    """A whole-number option from 1 to `most`, in the digits 0-9: click's int() would also read
+    "٣", "３", "1_000" and " 3 "."""
+    if re.fullmatch(r"[0-9]{1,9}", text, re.ASCII) is None or not 1 <= int(text) <= most:
+        raise typer.BadParameter(f"give a whole number from 1 to {most} in the digits 0-9, "
+                                 f"not {text[:40]!r}")
+    return int(text)
 
 
 def _exit(code: int) -> None:
@@ -163,8 +173,9 @@ def retrieve(
              "(RAY_ADDRESS is not followed).")]
     = None,
     shards: Annotated[int | None, typer.Option(
-        min=1, max=1_000_000, help="With --engine ray: shards of the collection (default: "
-                                   "the cluster's CPUs).")] = None,
+        parser=lambda text: _whole_option(text, 1_000_000),
+        metavar="INTEGER", help="With --engine ray: shards of the collection, 1 to 1000000 "
+                                "(default: the cluster's CPUs).")] = None,
     shard_memory: Annotated[str | None, typer.Option(
         help="With --engine ray: index memory per shard (e.g. 2GiB): Ray schedules each shard "
              "task by it, and a task whose index exceeds it stops the run (exit 2, nothing "
@@ -284,13 +295,12 @@ def _retrieve_collection(out: Path, collection: Path, queries: Path, chunk_size:
                 f"shard index {report.largest_index()} bytes")
         else:
             results = cs.compute_local(sentences_lf, query_frame, settings, scorers)
-    except pl.exceptions.PolarsError as exc:
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
         # `read_inputs` has read every value of the queries and checked the collection's
         # columns: what Polars still refuses is in the collection (a file changed under us).
-        from fragbench.errors import first_line
+        from fragbench.collection import unreadable
 
-        raise UsageError(f"--collection {collection}: cannot be read "
-                         f"({first_line(exc, type(exc).__name__)}); fix that value.") from None
+        raise unreadable("--collection", collection, exc, "; fix that value") from None
     if settings.single:
         [table] = results.values()
         write_table(table, out)
@@ -309,13 +319,19 @@ def plan(
                                                 "default_backend).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the whole plan, with the "
                                           "review below it, as JSON.")] = False,
+    calls: Annotated[bool, typer.Option("--calls", help=f"List every call (by default a plan "
+                                        f"of more than {PLAN_CALLS_SHOWN} calls lists its "
+                                        f"first {PLAN_CALLS_HEAD}).")] = False,
 ) -> None:
-    """Print the schedule, reservations, endpoint, balance, ledger store and plan drift.
-    Sends nothing.
+    """Print the verdict first (the endpoint, the balance and whether a new series fits, the
+    ledger store, whether experiment.json is current), then the schedule with each call's
+    reservation. Sends nothing.
 
     The endpoint: the one the backend would use and whether it is usable. The ledger store:
     the folder that holds the budget's ledger, and how many records it holds there. The drift:
     whether experiment.json is current, naming each changed file (a plugin's files included).
+    A schedule of more than 100 calls lists its first 20 and says how many are left (`--calls`
+    lists every one; `--json` prints the whole plan).
     """
     import json
 
@@ -329,33 +345,72 @@ def plan(
         return
     say(f"experiment {doc['experiment']}: {len(doc['schedule'])} calls, reservations for "
         f"backend {info['backend']}")
-    say(f"{'seq':>3}  {'call':<28} {'supplied':<20} {'bytes':>5}  reserved USD")
-    for c, reserved in zip(doc["schedule"], info["reserved_usd"], strict=True):
-        say(f"{c['seq']:>3}  {c['id']:<28} {' '.join(c['supplied_ids']):<20} "
-            f"{c['request_bytes']:>5}  {reserved}")
+    for line in _plan_verdict(info):
+        say(line)
+    for line in _plan_calls(doc["schedule"], info["reserved_usd"], experiment, calls):
+        say(line)
+
+
+PLAN_CALLS_SHOWN = 100
+"""`plan` lists every call of a schedule up to this many (protocol 1.0's 72 among them)."""
+PLAN_CALLS_HEAD = 20
+"""The calls a longer schedule lists (`--calls`: all of them), then one line on the rest."""
+
+
+def _plan_verdict(info: dict[str, Any]) -> list[str]:
+    """`plan`'s verdict, printed before the schedule: the endpoint, the budget's balance and
+    whether a new series fits, the ledger store, whether the frozen plan is current."""
+    lines = []
     end = info["endpoint"]
     if end["usable"] is None:
-        say(f"endpoint: backend {info['backend']} states none (its plugin has no "
-            "check_environment).")
+        lines.append(f"endpoint: backend {info['backend']} states none (its plugin has no "
+                     "check_environment).")
     elif end["usable"]:
-        say(f"endpoint: {end['description']}")
+        lines.append(f"endpoint: {end['description']}")
     else:
-        say(f"endpoint: NOT USABLE: {end['problem']}")
+        lines.append(f"endpoint: NOT USABLE: {end['problem']}")
     if info["budget"] is None:
-        say(f"backend {info['backend']} is not priced: it draws on no budget.")
+        lines.append(f"backend {info['backend']} is not priced: it draws on no budget.")
     else:
         b, ledger = info["budget"], info["ledger"]
-        say(f"total reservation {info['total_reservation_usd']} USD; budget {b['id']}: ceiling "
+        lines.append(
+            f"total reservation {info['total_reservation_usd']} USD; budget {b['id']}: ceiling "
             f"{b['ceiling_usd']} - prior {b['prior_spend_usd']} - recorded series "
             f"{b['recorded_usd']} = balance {b['balance_usd']} USD (ledger {b['ledger']}); a "
             f"new series {'fits' if b['fits'] else 'DOES NOT FIT'}")
-        say(_ledger_store_line(b["id"], ledger))
+        lines.append(_ledger_store_line(b["id"], ledger))
     frozen = info["frozen_plan"]
     if frozen["current"]:
-        say(f"frozen plan {frozen['path']} is current.")
+        lines.append(f"frozen plan {frozen['path']} is current.")
     else:
-        say(f"frozen plan {frozen['path']} is OUT OF DATE: {'; '.join(frozen['differences'])}. "
-            "`run` refuses this plan: restore what changed, or freeze deliberately.")
+        lines.append(f"frozen plan {frozen['path']} is OUT OF DATE: "
+                     f"{'; '.join(frozen['differences'])}. `run` refuses this plan: restore "
+                     "what changed, or freeze deliberately.")
+    return lines
+
+
+def _plan_calls(schedule: list[dict[str, Any]], reserved: list[str], experiment: Path,
+                every: bool) -> list[str]:
+    """The schedule, one line per call with its reservation: every call when `every` or when
+    there are at most PLAN_CALLS_SHOWN, else the first PLAN_CALLS_HEAD and a line saying how
+    many are left, what they reserve, and how to list them."""
+    from decimal import Decimal
+
+    from fragbench.budget import usd
+
+    shown = len(schedule) if every or len(schedule) <= PLAN_CALLS_SHOWN else PLAN_CALLS_HEAD
+    lines = [f"{'seq':>3}  {'call':<28} {'supplied':<20} {'bytes':>5}  reserved USD"]
+    for c, usd_text in zip(schedule[:shown], reserved[:shown], strict=True):
+        lines.append(f"{c['seq']:>3}  {c['id']:<28} {' '.join(c['supplied_ids']):<20} "
+                     f"{c['request_bytes']:>5}  {usd_text}")
+    rest = [Decimal(r) for r in reserved[shown:]]
+    if rest:
+        lines.append(
+            f"... {len(rest)} more calls (seq {schedule[shown]['seq']} to "
+            f"{schedule[-1]['seq']}) not listed, reserving {usd(sum(rest))} USD, "
+            f"{usd(min(rest))} to {usd(max(rest))} each; `fragbench plan {experiment} "
+            "--calls` lists every call, `--json` prints the whole plan.")
+    return lines
 
 
 def _ledger_store_line(budget_id: str, ledger: dict[str, Any]) -> str:
@@ -512,6 +567,16 @@ def measure(
     figures = series_dir / FIGURES_DIR
     drawn = " and the figures" if figures.is_dir() and any(figures.iterdir()) else ""
     say(f"{len(tables)} tables, {report.name}, {REPORT_HTML}{drawn} rebuilt in {series_dir}")
+    _say_chain_note(series_dir)
+
+
+def _say_chain_note(series_dir: Path) -> None:
+    """A journal written before the chain is read, and said to be unchecked for edits."""
+    from fragbench.journal import JOURNAL_FILE, chain_note
+
+    note = chain_note(series_dir / JOURNAL_FILE)
+    if note is not None:
+        say(note)
 
 
 @app.command()
@@ -524,6 +589,7 @@ def report(series_dir: Annotated[Path, typer.Argument(help="A recorded series fo
 
     require_series(series_dir)
     say(f"report written to {write_report(series_dir)} and {series_dir / REPORT_HTML}")
+    _say_chain_note(series_dir)
 
 
 @app.command()
@@ -547,7 +613,7 @@ def compare(
     (with more than two series: in any series, against the first).
     A cell not compared has no `differs` (null): neither the same nor different.
     """
-    from fragbench.compare import compare_grid, compare_series, summary
+    from fragbench.compare import about_path, compare_grid, compare_series, summary
     from fragbench.errors import UsageError
     from fragbench.tables import check_output
 
@@ -555,6 +621,7 @@ def compare(
         raise UsageError("compare: name two or more series folders.")
     if out is not None:
         check_output(out, OUTPUT_FORMATS)
+        check_output(about_path(out), (".json",))  # its warnings and sides, written beside
     if html is not None:
         # Checked like --out, before anything is written: a bad --html must not leave --out
         # written and then fail.
@@ -578,19 +645,21 @@ def _compare_grid(grid: Any, out: Path | None, html: Path | None, differs_only: 
 
 
 def _compare_files(result: Any, out: Path | None, html: Path | None, page: str) -> None:
-    """A comparison's (a pair's or a grid's) `--out` table, its warnings in a column, and its
-    `--html` page, written by `fragbench.compare_html.<page>`."""
-    import polars as pl
-
+    """A comparison's (a pair's or a grid's) `--out` table, one row per cell, and beside it,
+    once, who each side is and the warnings (`compare.about`, in FILE.json); and its `--html`
+    page, written by `fragbench.compare_html.<page>`."""
     from fragbench import compare_html
+    from fragbench.compare import about, about_path
+    from fragbench.series import write_json
     from fragbench.tables import write_table
 
     if out is not None:
-        table = result.table
-        if result.warnings:
-            table = table.with_columns(pl.lit(" ".join(result.warnings)).alias("warning"))
-        write_table(table, out)
+        write_table(result.table, out)
+        notes = about(result)
+        notes["warnings"] = [_redactor().text(w) for w in notes["warnings"]]  # as printed
+        write_json(notes, about_path(out))
         say(f"written to {out}")
+        say(f"and beside it {about_path(out).name}: who each side is, and the warnings")
     if html is not None:
         getattr(compare_html, page)(result, html, _redactor().text)
         say(f"page written to {html}")
@@ -639,8 +708,9 @@ def new(
         help="A plugin: the name it registers, lowercase letters, digits and hyphens (the "
              "package is fragbench-NAME). An experiment: its folder, id and budget id.")],
     folder: Annotated[Path | None, typer.Option(
-        "--dir", help="An existing folder to write into (default: the current folder for a "
-                      "plugin, experiments for an experiment).")] = None,
+        "--dir", help="The folder to write into, made when missing (its parent must exist; "
+                      "default: the current folder for a plugin, experiments for an "
+                      "experiment).")] = None,
     corpus: Annotated[Path | None, typer.Option(
         help="experiment only: the corpus to name (a TOML case file or folder, or a columnar "
              "folder such as `fragbench import` writes) instead of a one-case example.")] = None,
@@ -708,14 +778,16 @@ def import_hotpotqa(
     """One case per question: its context sentences as facts (IDs from title and index), its
     supporting facts as conditions, variants A (as given) and B (paragraphs reversed), groups
     type and level. Written atomically; nothing is written on a refusal."""
+    from fragbench.collection_sweep import counted
     from fragbench.importers.hotpotqa import import_hotpotqa as do_import
     from fragbench.importers.write import check_format
 
     done = do_import(file, out, check_format(fmt))
-    say(f"{done.cases} cases, {done.sentences} sentences written to {out}; skipped: "
-        f"{len(done.skipped_questions)} questions without a usable supporting fact, "
-        f"{len(done.skipped_facts)} supporting facts naming no sentence, "
-        f"{done.blank_sentences} blank sentences (listed in {out / 'import.json'})")
+    say(f"{counted(done.cases, 'case')}, {counted(done.sentences, 'sentence')} written to "
+        f"{out}; skipped: {counted(len(done.skipped_questions), 'question')} without a usable "
+        f"supporting fact, {counted(len(done.skipped_facts), 'supporting fact')} naming no "
+        f"sentence, {counted(done.blank_sentences, 'blank sentence')} (listed in "
+        f"{out / 'import.json'})")
 
 
 @import_app.command("jsonl")
@@ -726,10 +798,11 @@ def import_jsonl(
 ) -> None:
     """One case per line: id, question, sentences (id, text), conditions, optional groups,
     source, license, lang; variant A as given, B a fixed shuffle by ID (docs/corpus.md)."""
+    from fragbench.collection_sweep import counted
     from fragbench.importers.jsonl import import_jsonl as do_import
     from fragbench.importers.write import check_format
 
-    say(f"{do_import(file, out, check_format(fmt))} cases written to {out}")
+    say(f"{counted(do_import(file, out, check_format(fmt)), 'case')} written to {out}")
 
 
 def _add_ledger_group() -> None:

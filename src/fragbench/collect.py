@@ -9,10 +9,16 @@ of them is recorded (its cost, below its reservation, may free enough), and the 
 with `budget` only when the check fails with none of its calls in flight: where a run one call
 at a time would have stopped, given the same answers and the same other runs. Then the
 reservation is written and fsync'ed (ledger, then series journal), the request goes out once
-(no retry), and the outcome is written and fsync'ed the same way. A write that fails (a full
-disk) stops the series at once: nothing more is sent, a call already sent stays counted at
-its reservation, and calls still in flight are not awaited (their answers could not be
-written: they stay counted at their reservations). A call whose thread cannot be started
+(no retry), and the outcome is written and fsync'ed the same way. A journal write that fails
+(a full disk) stops the series at once: nothing more is sent, a call already sent stays
+counted at its reservation, and calls still in flight are not awaited (their answers could
+not be written: they stay counted at their reservations). A ledger that cannot be written
+while the journal can (its server down, restarted, or silent past its bound,
+`fragbench.ledger_pg.ledger_timeout`; its file's disk full) is not a full disk: nothing more
+is sent, the calls in flight are awaited within their deadline and their bodies and outcomes
+journaled (answers paid for are kept), the ledger counting each of them at its whole
+reservation (their outcomes cannot reach it; a `fragbench ledger show` later shows them as
+open reservations), and the series stops as cannot_record. A call whose thread cannot be started
 (`Thread.start` raises: the system's thread limit) was never sent: it is recorded so (counted
 at zero, `never_sent`), and the series stops there as a technical failure, the calls in flight
 awaited and recorded as at any stop. An unexpected exception (a bug in fragbench, or in a
@@ -91,13 +97,13 @@ from fragbench.budget import UnknownCost, balance, cost, usd
 from fragbench.columns import ANSWERED
 from fragbench.config import BackendConfig, Budget
 from fragbench.errors import FragbenchError
-from fragbench.interfaces import SNAPSHOT, BackendFailure, Reply, Session, Usage
+from fragbench.interfaces import COST_FIELDS, SNAPSHOT, BackendFailure, Reply, Session, Usage
 from fragbench.interruption import Interruption
 from fragbench.journal import Journal
 from fragbench.ledger import Ledger
 from fragbench.pacing import Pacer
 from fragbench.plan import PlannedCall
-from fragbench.transport import NEVER_SENT
+from fragbench.transport import NEVER_SENT, RESPONSES_USAGE, Absent, shown, usage_places, whole
 
 
 @attrs.frozen
@@ -128,6 +134,15 @@ the wait itself: its handler only sets a flag)."""
 
 class _Abandoned(Exception):
     """A second interruption gave up the wait for the call in flight."""
+
+
+class _LedgerLost(Exception):
+    """The budget's ledger cannot be written (or read, or its lock taken): nothing more may
+    start, but the journal still takes what the calls in flight bring back."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 class _NotRecorded(Exception):
@@ -182,12 +197,19 @@ class BudgetBook:
 
 def model_matches(requested: str, returned: str, snapshot: str = SNAPSHOT) -> bool:
     """`returned` is `requested` or a dated snapshot of it (`snapshot`: the suffix pattern of
-    the backend's contract)."""
-    return re.fullmatch(re.escape(requested) + f"({snapshot})?", returned) is not None
+    the backend's contract). Matched with re.ASCII: a contract's `\\d` (the Messages API's
+    `-\\d{8}`) takes only 0-9, never another script's digits (`-٢٠٢٦٠٩٠٣`), which no provider
+    writes in a snapshot's date."""
+    return re.fullmatch(re.escape(requested) + f"({snapshot})?", returned,
+                        re.ASCII) is not None
 
 
 def _usage_doc(reply: Reply) -> dict[str, Any] | None:
-    return attrs.asdict(reply.usage) if reply.usage is not None else None
+    """The usage as the journal keeps it; `total_tokens` only where the reader took one."""
+    if reply.usage is None:
+        return None
+    return attrs.asdict(reply.usage, filter=lambda a, v: a.name != "total_tokens"
+                        or v is not None)
 
 
 MAX_REPORTED_TOKENS = 10**12
@@ -196,20 +218,40 @@ MAX_REPORTED_TOKENS = 10**12
 
 def impossible(usage: Usage | None, input_bound: int | None, max_output: int | None
                ) -> str | None:
-    """Why the reported usage cannot be this request's, or None."""
+    """Why the reported usage cannot be this request's, or None.
+
+    In the core's terms (`fragbench.interfaces.Usage`, whichever API the backend reads):
+    reasoning is part of the output, so reasoning tokens above the output tokens, or above the
+    output ceiling (`max_output`, reasoning included), cannot be; a total (`total_tokens`,
+    where reported) must be input plus output; and no count is negative or beyond what any
+    request makes. A negative cost field is left to `fragbench.budget.cost` (an unknown cost
+    too)."""
     if usage is None:
         return None
     for name in ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
-                 "reasoning_tokens"):
+                 "reasoning_tokens", "total_tokens"):
         value = getattr(usage, name)
         if value is not None and value > MAX_REPORTED_TOKENS:
             # Whatever the bounds given: a count no request makes, which priced would write
             # an amount beyond the money columns' scale (a journal its reader refuses).
             return f"{value} {name.replace('_', ' ')} reported, more than any request makes"
-    if max_output is not None and usage.output_tokens is not None \
-            and usage.output_tokens > max_output:
-        return (f"{usage.output_tokens} output tokens reported, more than the request's "
-                f"output ceiling of {max_output}")
+    for name in ("reasoning_tokens", "total_tokens"):  # unpriced, so not cost()'s to check
+        value = getattr(usage, name)
+        if value is not None and value < 0:
+            return f"{value} {name.replace('_', ' ')} reported, a negative count"
+    output, reasoning = usage.output_tokens, usage.reasoning_tokens
+    if max_output is not None:
+        for name, value in (("output", output), ("reasoning", reasoning)):
+            if value is not None and value > max_output:
+                return (f"{value} {name} tokens reported, more than the request's output "
+                        f"ceiling of {max_output} (reasoning included)")
+    if reasoning is not None and output is not None and reasoning > output:
+        return (f"{reasoning} reasoning tokens reported, more than the {output} output tokens "
+                "they are part of")
+    if usage.total_tokens is not None and usage.input_tokens is not None \
+            and output is not None and usage.total_tokens != usage.input_tokens + output:
+        return (f"{usage.total_tokens} total tokens reported, not the {usage.input_tokens} "
+                f"input plus {output} output tokens")
     if input_bound is not None:
         for name in ("input_tokens", "cached_tokens", "cache_write_tokens"):
             value = getattr(usage, name)
@@ -217,6 +259,50 @@ def impossible(usage: Usage | None, input_bound: int | None, max_output: int | N
                 return (f"{value} {name.replace('_', ' ')} reported, more than the request's "
                         f"bound of {input_bound} (its UTF-8 bytes plus framing)")
     return None
+
+
+def _with_total(usage: Usage | None, places: dict[str, Any] | None) -> Usage | None:
+    """`usage`, with the total a Responses API body reports when the reader did not take it
+    (`fragbench.transport.usage_places`): checked, never priced."""
+    if usage is None or usage.total_tokens is not None or places is None:
+        return usage
+    total = whole(places[RESPONSES_USAGE["total_tokens"]])
+    return usage if total is None else attrs.evolve(usage, total_tokens=total)
+
+
+def lacking(usage: Usage | None, fields: frozenset[str], places: dict[str, Any] | None
+            ) -> str | None:
+    """Why a declared usage field (`fields`, the contract's usage_fields) has no count, in
+    words that say where it was looked for, or None when every one has a count. `places`
+    (`fragbench.transport.usage_places`) names, for a Responses API body, the place of each
+    field and what is there: a value that is no whole number is shown (`usage.output_tokens
+    is 180.0, not a whole number`); a field that is absent is named with its place and how a
+    backend's contract declares the fields its provider reports."""
+    if usage is None:
+        return None  # cost() says it: the response carries no usage
+    gaps = [f for f in COST_FIELDS if f in fields and getattr(usage, f) is None]
+    if not gaps:
+        return None
+    said, absent = [], []
+    for name in gaps:
+        place = RESPONSES_USAGE[name] if places is not None else None
+        value = Absent if place is None or places is None else places[place]
+        if value is Absent:
+            absent.append(f"{name} ({place})" if place else name)
+        elif whole(value) is None:
+            said.append(f"{place} is {shown(value)}, not a whole number")
+        else:  # a whole number the backend's reader did not take: its reader's business
+            said.append(f"the backend read no {name} from {place} ({shown(value)})")
+    if absent:
+        # Without places (another API's body) the reader may have met a count of the wrong
+        # type as well as none: both read as None.
+        what = "lacks" if places is not None else "has no whole number for"
+        said.append(f"the usage {what} {', '.join(absent)}, which the backend's contract "
+                    "declares its provider reports (Contract.usage_fields: "
+                    f"{', '.join(f for f in COST_FIELDS if f in fields)}); a server that has "
+                    "no such count needs a backend whose contract leaves it out "
+                    "(docs/adding-a-backend.md)")
+    return "; ".join(said)
 
 
 def _priced(reply: Reply, backend: BackendConfig, reserved: Decimal, input_bound: int | None
@@ -233,9 +319,13 @@ def _priced(reply: Reply, backend: BackendConfig, reserved: Decimal, input_bound
         return Decimal(0), None, Decimal(0)
     contract = backend.contract
     assert contract is not None  # the config sets one for every priced backend
-    why = impossible(reply.usage, input_bound, contract.output_ceiling)
+    places = usage_places(reply.raw)
+    why = impossible(_with_total(reply.usage, places), input_bound, contract.output_ceiling)
     if why is not None:
         return None, f"impossible usage: {why}", reserved
+    gap = lacking(reply.usage, contract.usage_fields, places)
+    if gap is not None:
+        return None, gap, reserved
     try:
         at_rates = cost(reply.usage, pricing, check_context=False,
                         usage_fields=contract.usage_fields)
@@ -353,7 +443,9 @@ def collect(
                         bounds, interruption or Interruption(), notice, pacer)
     try:
         return state.run()
-    except (OSError, FragbenchError) as exc:  # a full disk, a ledger that became unusable
+    except _LedgerLost as exc:  # the journal can still keep the answers in flight
+        return state.without_ledger(exc.cause)
+    except (OSError, FragbenchError) as exc:  # a full disk
         return state.cannot_record(exc)
     except _NotRecorded as exc:  # a body that arrived and could not be journaled
         return state.cannot_record(exc.cause)
@@ -409,6 +501,17 @@ def _seqs(flights: list[_Flight]) -> str:
     return ", ".join(str(f.call.seq) for f in flights)
 
 
+def _cause(exc: BaseException) -> str:
+    """What could not be recorded, as the stop line says it."""
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:
+        return f"cannot write {exc.filename} ({exc.strerror})"
+    if isinstance(exc, OSError):
+        return f"cannot write ({exc.strerror or exc})"
+    if isinstance(exc, FragbenchError):
+        return str(exc).rstrip(".")
+    return f"cannot record ({type(exc).__name__}: {exc})"
+
+
 class _Collection:
     def __init__(self, calls: list[PlannedCall], reservations: dict[int, Decimal],
                  session: Session, backend: BackendConfig, journal: Journal,
@@ -449,6 +552,11 @@ class _Collection:
         self.models: dict[int, str | None] = {}
         """The model of every reply, by seq: the one of the lowest seq is "the first"."""
         self.told = False
+        self.ledger_lost: BaseException | None = None
+        """Why the budget's ledger cannot be written, once it cannot: from then on outcomes go
+        to the journal only, and nothing starts."""
+        self.lost_outcome = False
+        """The write the ledger refused was an outcome (of `current`, journaled)."""
         self.by_seq = {c.seq: c for c in calls}
         self.still_planned = [Decimal(0)] * (len(calls) + 1)
         """What calls[index:] reserve, by index: summed once, so that a start's check does
@@ -476,12 +584,28 @@ class _Collection:
         if entry["type"] == "outcome" and not above:
             self.write(entry)
             self.pending = None  # on disk: nothing left to print if the ledger then fails
-            if self.book is not None:
-                self.book.record(entry)
+            self.to_ledger(entry)
             return
-        if self.book is not None:
-            self.book.record(entry)
+        try:
+            self.to_ledger(entry)
+        except _LedgerLost:
+            if entry["type"] == "outcome":  # paid for: the journal keeps it all the same
+                self.write(entry)
+                self.pending = None
+            raise
         self.write(entry)
+
+    def to_ledger(self, entry: dict[str, Any]) -> None:
+        """The ledger's copy of `entry`, unless the ledger is lost (the call then stays counted
+        there at its reservation). _LedgerLost when this write is the one that fails."""
+        if self.book is None or self.ledger_lost is not None:
+            return
+        try:
+            self.book.record(entry)
+        except (OSError, FragbenchError) as exc:
+            self.ledger_lost = exc
+            self.lost_outcome = entry["type"] == "outcome"
+            raise _LedgerLost(exc) from exc
 
     def stop_here(self, stop: Stop) -> Stop:
         stop = attrs.evolve(stop, detail=self.journal.redactor.text(stop.detail))  # printed too
@@ -489,21 +613,57 @@ class _Collection:
                                                    a.name not in NOT_RECORDED)})
         return stop
 
+    def without_ledger(self, cause: BaseException) -> Stop:
+        """The ledger cannot be written (`cause`) and the journal can: no call starts; the calls
+        in flight are awaited within their deadline and recorded in the journal, body and
+        outcome (the ledger counts each at its reservation); then the series stops as
+        cannot_record, at the call whose ledger write failed. A journal write that fails
+        meanwhile ends it as a full disk does (`cannot_record`: the rest not awaited); a
+        second interruption abandons the wait (the rest counted at their reservations)."""
+        call = self.current or self.calls[0]
+        awaited = sorted(self.flights)
+        if self.lost_outcome:  # its answer journaled, its outcome refused by the ledger
+            awaited = sorted([call.seq, *awaited])
+        left: list[_Flight] = []
+        try:
+            while self.flights:
+                self.wait(POLL_SECONDS)
+        except _Abandoned:
+            left = self.give_up_all()
+        except (OSError, FragbenchError) as exc:
+            return self.cannot_record(exc)
+        except _NotRecorded as exc:
+            return self.cannot_record(exc.cause)
+        detail = f"{_cause(cause)}; nothing more was sent"
+        if left:
+            detail += (f"; {self.interruption.name} received twice: the wait for calls "
+                       f"{_seqs(left)} was abandoned")
+        done = [s for s in awaited if s not in {f.call.seq for f in left}]
+        if done:
+            them = f"call {done[0]}, in flight, is" if len(done) == 1 else \
+                f"the {len(done)} calls in flight ({', '.join(map(str, done))}) are"
+            detail += f"; {them} in the journal, answers and all"
+        detail += ("; the ledger counts every call whose outcome it lacks at its reservation "
+                   "(`fragbench ledger show` lists them as open reservations)")
+        stop = Stop("cannot_record", self.journal.redactor.text(detail), call.id, call.seq,
+                    abandoned=bool(left))
+        self.write_stop(stop)
+        return stop
+
+    def write_stop(self, stop: Stop) -> None:
+        """The stop record of a series that cannot record everything: best effort (the disk
+        may refuse it too; the stop is printed all the same)."""
+        with contextlib.suppress(OSError), self.lock:
+            self.journal.append({"type": "stop", "reason": stop.reason, "detail": stop.detail,
+                                 "call_id": stop.call_id, "seq": stop.seq})
+
     def cannot_record(self, exc: BaseException) -> Stop:
         """Nothing more can be recorded: no call starts, and the calls still in flight are not
         awaited (their answers could not be written); they stay counted at their
         reservations, and the session is left open under them (`abandoned`)."""
         left = self.give_up_all()
         call = self.current or self.calls[0]
-        if isinstance(exc, OSError) and exc.filename and exc.strerror:
-            cause = f"cannot write {exc.filename} ({exc.strerror})"
-        elif isinstance(exc, OSError):
-            cause = f"cannot write ({exc.strerror or exc})"
-        elif isinstance(exc, FragbenchError):
-            cause = str(exc).rstrip(".")
-        else:
-            cause = f"cannot record ({type(exc).__name__}: {exc})"
-        detail = (f"{cause}; nothing more was sent, and a call already sent stays counted at "
+        detail = (f"{_cause(exc)}; nothing more was sent, and a call already sent stays counted at "
                   "its reservation")
         if left:
             detail += (f" (calls {', '.join(str(f.call.seq) for f in left)} were in flight: "
@@ -513,18 +673,17 @@ class _Collection:
             unrecorded = json.dumps(self.journal.redactor.value(self.pending), ensure_ascii=True)
         stop = Stop("cannot_record", self.journal.redactor.text(detail), call.id, call.seq,
                     unrecorded, abandoned=bool(left))
-        with contextlib.suppress(OSError), self.lock:  # the disk may still refuse; printed
-            self.journal.append({"type": "stop", "reason": stop.reason, "detail": stop.detail,
-                                 "call_id": stop.call_id, "seq": stop.seq})
+        self.write_stop(stop)
         return stop
 
     def progress(self, call: PlannedCall, status: str) -> None:
         # Printed as it came: whoever prints it redacts it (the CLI's reporter), as it redacts
         # every line it prints. Best effort: a closed terminal or pipe stops no collection.
         self.settled += 1
+        book = None if self.ledger_lost is not None else self.book  # its totals: unknown now
         with contextlib.suppress(OSError):
             self.on_progress(attrs.evolve(
-                _progress(call, len(self.calls), status, self.spent_here, self.book),
+                _progress(call, len(self.calls), status, self.spent_here, book),
                 done=self.settled))
 
     # The calls in flight ----------------------------------------------------------------------
@@ -735,25 +894,12 @@ class _Collection:
         if book is None:
             self.record(reserve)
         else:
-            with book.ledger.locked():
-                # Everything not yet started must fit in the balance; the calls in flight are
-                # in the ledger's spent at their whole reservations until their outcomes.
-                still_planned = self.still_planned[index]
-                available = balance(book.budget, book.spent())
-                if still_planned > available:
-                    if self.flights:
-                        # They count at their whole reservations until recorded, and may
-                        # cost less: check again once one is (a run one call at a time would
-                        # check with every earlier call recorded).
-                        self.short = len(self.flights)
-                        return False
-                    self.stops.append(Stop(
-                        "budget", f"the {len(self.calls) - index} calls still planned reserve "
-                        f"{usd(still_planned)} USD, the balance is {usd(available)} USD",
-                        call.id, call.seq))
+            try:
+                if not self.reserve_in(book, index, reserve):
                     return False
-                book.append_locked(reserve)  # under the same lock as the check
-                self.short = None
+            except (OSError, FragbenchError) as exc:  # rolled back, or counted high: not sent
+                self.ledger_lost = exc
+                raise _LedgerLost(exc) from exc
             self.write(reserve)
         if self.interruption.requested:
             # Asked while the reservation was written (another run holding the ledger's
@@ -761,6 +907,32 @@ class _Collection:
             self.not_sent(call)
             return False
         return self.start(_Flight(call, reserved))
+
+    def reserve_in(self, book: BudgetBook, index: int, reserve: dict[str, Any]) -> bool:
+        """Under the ledger's lock: the balance check for call `index`, then its reservation
+        (True), or no reservation (False: a wait for a call in flight, `short`, or a `budget`
+        stop)."""
+        call = self.calls[index]
+        with book.ledger.locked():
+            # Everything not yet started must fit in the balance; the calls in flight are in
+            # the ledger's spent at their whole reservations until their outcomes.
+            still_planned = self.still_planned[index]
+            available = balance(book.budget, book.spent())
+            if still_planned > available:
+                if self.flights:
+                    # They count at their whole reservations until recorded, and may cost
+                    # less: check again once one is (a run one call at a time would check
+                    # with every earlier call recorded).
+                    self.short = len(self.flights)
+                    return False
+                self.stops.append(Stop(
+                    "budget", f"the {len(self.calls) - index} calls still planned reserve "
+                    f"{usd(still_planned)} USD, the balance is {usd(available)} USD",
+                    call.id, call.seq))
+                return False
+            book.append_locked(reserve)  # under the same lock as the check
+            self.short = None
+        return True
 
     def interrupted(self, index: int) -> Stop:
         """The stop before call `index` (0-based), which no interruption lets start."""
@@ -810,6 +982,10 @@ class _Collection:
                 continue
             try:
                 self.settle(flight)
+            except _LedgerLost as exc:  # journaled: the ledger counts it at its reservation
+                error.add_note(f"the ledger could not be written ({exc.cause}): the calls "
+                               "in flight are recorded in the journal only, and the ledger "
+                               "counts them at their reservations")
             except (OSError, FragbenchError, _NotRecorded) as exc:
                 cause = exc.cause if isinstance(exc, _NotRecorded) else exc
                 left = self.give_up_all()

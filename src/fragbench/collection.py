@@ -76,14 +76,30 @@ def _scan(source: Path | pl.DataFrame | pl.LazyFrame, what: str) -> pl.LazyFrame
     raise UsageError(f"{what} {path}: unknown format; give a .parquet or .jsonl file.")
 
 
+def unreadable(what: str, source: Any, exc: BaseException, fix: str) -> UsageError:
+    """The one line for an input that Polars could not read: a Parquet file said to be not a
+    readable Parquet file (`tables.parquet_problem`: damaged, truncated or not Parquet, its
+    footer or its data), with what to do about it; a JSON lines file or a frame "cannot be
+    read", the first line of Polars' words, then `fix`."""
+    from fragbench.tables import parquet_problem
+
+    name = source if isinstance(source, str | Path) else "the frame"
+    if isinstance(source, str | Path) and Path(source).suffix == ".parquet":
+        return UsageError(f"{what} {name}: {parquet_problem(exc)}; check that it is the file "
+                          "you meant, or write it again.")
+    return UsageError(f"{what} {name}: cannot be read ({first_line(exc, type(exc).__name__)})"
+                      f"{fix}.")
+
+
 def _checked(frame: pl.LazyFrame, columns: dict[str, Any], what: str, source: Any
              ) -> pl.LazyFrame:
+    from fragbench.tables import PARQUET_ERRORS
+
     name = source if isinstance(source, str | Path) else "the frame"
     try:
         schema = frame.collect_schema()
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        first = first_line(exc, type(exc).__name__)
-        raise UsageError(f"{what} {name}: cannot be read ({first}).") from None
+    except PARQUET_ERRORS as exc:
+        raise unreadable(what, source, exc, "") from None
     missing = [c for c in columns if c not in schema]
     if missing:
         raise UsageError(f"{what} {name}: lacks the column(s) {', '.join(missing)}; it needs "
@@ -129,6 +145,8 @@ def _check_values(source: Any, frame: pl.LazyFrame, columns: list[str], required
     file when a value of `columns` cannot be read as its column's type (JSON lines: every
     value is read; Parquet: only the `required` columns) or a row lacks a value in one of the
     `required` columns (how many rows, and the first, counting from 1)."""
+    from fragbench.tables import PARQUET_ERRORS
+
     name = source if isinstance(source, str | Path) else "the frame"
     strict = _strict(source, frame)
     read = columns if strict is not None else required
@@ -143,10 +161,8 @@ def _check_values(source: Any, frame: pl.LazyFrame, columns: list[str], required
         if empty:
             first = (strict.with_row_index("_at").filter(missing).head(1)
                      .collect(engine="streaming"))
-    except pl.exceptions.PolarsError as exc:
-        first_text = first_line(exc, type(exc).__name__)
-        raise UsageError(f"{what} {name}: cannot be read ({first_text}); fix that value.") \
-            from None
+    except PARQUET_ERRORS as exc:
+        raise unreadable(what, source, exc, "; fix that value") from None
     if first is not None:
         row = first.row(0, named=True)
         lacking = [c for c in required if row[c] is None]

@@ -35,18 +35,21 @@ indexes), with nothing written. What is measured is the index alone, not the sha
 Ray: without an address a local Ray cluster is started for the run and stopped after it,
 whatever `RAY_ADDRESS` says; with one (`host:port`, `ray://host:port` or `auto`) the driver
 connects to that cluster, and only disconnects at the end. A process already connected to Ray
-(a notebook, the tests) is used as it is and left connected. On a cluster of more than one
-node, `work_dir` must be given (the workers read the shard files by path); a task that fails
-with anything but a fragbench error (a shard file it cannot read, a node without fragbench) is
-one line with its cause and that hint, exit 4.
+(a notebook, the tests) is used as it is and left connected. A cluster that cannot be started
+or reached is one line with Ray's cause (exit 4), what the attempt started stopped (`_init`).
+On a cluster of more than one node, `work_dir` must be given (the workers read the shard files
+by path); a task that fails with anything but a fragbench error (a shard file it cannot read,
+a node without fragbench) is one line with its cause and that hint, exit 4.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import shutil
+import signal
 import socket
 import tempfile
 import time
@@ -174,22 +177,91 @@ def ray_session(address: str | None) -> Iterator[Any]:
                              "as given); give that address or none.")
         yield ray
         return
+    _init(ray, address)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()  # stops a cluster started here; from another one it only disconnects
+
+
+def _init(ray: Any, address: str | None) -> None:
+    """`ray.init`, or one line (exit 4) when the cluster cannot be started or reached, with
+    whatever the attempt started stopped first. Ray raises a bare Exception when the local
+    node does not come up ("node timed out during startup": its raylet died, say with its
+    dashboard agent), and leaves the GCS server, dashboard and monitors it had started
+    running until this process exits: they are this process's children, so the ones born
+    during the attempt are stopped here (a notebook carries on without them)."""
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
-    if address is None:  # "local": with no address, Ray would join RAY_ADDRESS's cluster
-        ray.init(address="local", include_dashboard=False, **quiet)
-    else:
-        try:
+    before = _children()
+    try:
+        if address is None:  # "local": with no address, Ray would join RAY_ADDRESS's cluster
+            ray.init(address="local", include_dashboard=False, **quiet)
+        else:
             ray.init(address=address, **quiet)
-        except ConnectionError:
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            ray.shutdown()  # what Ray recorded of the attempt, if anything
+        _stop(_children() - before)
+        if not isinstance(exc, Exception) or isinstance(exc, FragbenchError):
+            raise  # Ctrl-C and fragbench's own errors go on as they are
+        if address is not None and isinstance(exc, ConnectionError):
             # Ray's own message names its flags (and the CLI would add an OSError's advice);
             # `auto` with no cluster on this machine ends here (a HOST:PORT was checked)
             raise FragbenchError(f"--ray-address {address}: no running Ray cluster was "
                                  "found; start the cluster's head on this machine, or give "
                                  "its HOST:PORT.") from None
+        cause = f"{type(exc).__name__}: {' '.join(first_line(exc, 'no message').split())}"
+        if address is None:
+            raise FragbenchError(f"the local Ray cluster could not be started ({cause[:300]}); "
+                                 "what had started is stopped and nothing was written: see "
+                                 "Ray's logs in its temporary folder (RAY_TMPDIR, /tmp/ray by "
+                                 "default), or start a cluster and give --ray-address.") \
+                from None
+        raise FragbenchError(f"--ray-address {address}: the Ray cluster could not be reached "
+                             f"({cause[:300]}); nothing was written: check that the cluster "
+                             "is up and runs this Ray version.") from None
+
+
+def _children() -> set[int]:
+    """This process's child processes (Linux's /proc; none known elsewhere, where only
+    Ray's reaper stops what a failed start left, at this process's exit)."""
+    me, found = str(os.getpid()), set()
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text(encoding="ascii", errors="replace").rpartition(")")[2]
+        except OSError:  # gone meanwhile
+            continue
+        parts = fields.split()  # state, parent pid, ...: an ended child too, to be reaped
+        if len(parts) > 1 and parts[1] == me:
+            found.add(int(entry.parent.name))
+    return found
+
+
+def _stop(pids: set[int], patience: float = 30.0) -> None:
+    """SIGTERM the processes `pids` (this process's children) and reap them; SIGKILL the ones
+    still alive after `patience` seconds, and give up on any left after as long again (one
+    stuck in the kernel: Ray's reaper still stops it at this process's exit)."""
+    left = set(pids)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + patience
+        while left and time.monotonic() < deadline:
+            left = {pid for pid in left if not _reaped(pid)}
+            if left:
+                time.sleep(0.05)
+        if not left:
+            return
+
+
+def _reaped(pid: int) -> bool:
+    """Whether the child `pid` has ended (reaped now, or by its owner, Ray's Popen)."""
     try:
-        yield ray
-    finally:
-        ray.shutdown()  # stops a cluster started here; from another one it only disconnects
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return done != 0
 
 
 def check_work_dir(nodes: list[dict[str, Any]], work_dir: Path | None) -> None:
@@ -503,7 +575,8 @@ def parse_bytes(text: str) -> int:
              "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
     # At most 30 digits each side of the point (far past any memory): a longer number is
     # refused like any other bad size, before Python's own limit on digits would raise.
-    match = re.fullmatch(r"\s*([0-9]{1,30}(?:\.[0-9]{1,30})?)\s*([A-Za-z]*)\s*", text)
+    match = re.fullmatch(r"\s*([0-9]{1,30}(?:\.[0-9]{1,30})?)\s*([A-Za-z]*)\s*", text,
+                         re.ASCII)  # \s: ASCII white space only, as the digits and units
     unit = match.group(2).upper() if match else ""
     size = Fraction(match.group(1)) * units[unit] if match and unit in units else Fraction(0)
     if size < 1 or (units.get(unit) == 1 and size.denominator != 1):

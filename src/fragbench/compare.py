@@ -26,7 +26,8 @@ import polars as pl
 from fragbench.columns import ANSWERED, MONEY_DTYPE
 from fragbench.errors import SeriesError
 from fragbench.measure_tables import inexact_money
-from fragbench.series import read_json, tables_of
+from fragbench.series import read_json, read_table, tables_of, unreadable_table
+from fragbench.tables import PARQUET_ERRORS
 
 CELL = ["case", "lang", "variant", "mode", "rep"]
 SIDE = ["status", "parsed", "n_citations", "n_valid", "n_invalid", "conditions_cited_validly",
@@ -50,15 +51,15 @@ def series_dirs(path: Path) -> list[Path]:
     return found
 
 
-def _check_schema(frame: pl.LazyFrame, series_dir: Path, rel: str) -> None:
+def _check_schema(frame: pl.LazyFrame, series_dir: Path, name: str, rel: str) -> None:
     """Money (`*_usd` columns) must be exact decimals: one table of float money (written
     before money was exact, or by a measure that used floats) would make the relaxed concat
     below turn every series' money into floats, silently. And a table may not already hold a
     column scan adds: it would be overwritten without a word."""
     try:
         schema = frame.collect_schema()  # Parquet metadata only, no data read
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise SeriesError(f"{series_dir / rel}: cannot be read ({exc}).") from None
+    except PARQUET_ERRORS as exc:
+        raise unreadable_table(series_dir, name, rel, exc) from None
     inexact = inexact_money(schema)
     if inexact is not None:
         column, found = inexact
@@ -109,7 +110,7 @@ def _series_frames(d: Path) -> dict[str, list[pl.LazyFrame]]:
     frames: dict[str, list[pl.LazyFrame]] = {}
     for name, rel in tables_of(d):
         frame = pl.scan_parquet(d / rel)
-        _check_schema(frame, d, rel)
+        _check_schema(frame, d, name, rel)
         frames.setdefault(name, []).append(frame.with_columns(*_labels(info)))
         if name == "calls":
             frames.setdefault("series", []).append(_series_row(info, frame))
@@ -238,7 +239,13 @@ def _side(path: Path) -> tuple[Path, dict[str, Any], pl.DataFrame]:
             *[pl.lit(None, pl.Int32).alias(c) for c in ("n_citations", "n_valid", "n_invalid")],
             pl.lit(None, pl.List(pl.String)).alias("conditions_cited_validly"),
         )
-    return d, info, calls.drop("call_id").collect()
+    try:
+        return d, info, calls.drop("call_id").collect()
+    except PARQUET_ERRORS:  # damaged past its metadata (read above): say which file
+        for name, rel in tables_of(d):
+            if name in ("calls", "citations_per_call"):
+                read_table(d, name, rel)  # raises, naming the file
+        raise
 
 
 def describe(info: dict[str, Any]) -> str:
@@ -349,26 +356,36 @@ def _verdict(row: dict[str, Any]) -> str:
     return "not compared"
 
 
+def _cell_name(row: dict[str, Any]) -> str:
+    return " ".join(str(row[c]) if c != "rep" else f"r{row[c]}" for c in CELL)
+
+
+def _columns(head: list[str], rows: list[list[str]]) -> list[str]:
+    """A table as lines, each column as wide as its widest value, two spaces apart. The first
+    column is the verdict (differs, same or not compared) and the last the cell's name, the
+    one column of any length (a case id can be long): when a line is wider than the screen,
+    what wraps onto the next, indented, line is the rest of that cell's name, never a verdict
+    or a count that could be read as the next cell's."""
+    widths = [max(len(v) for v in column) for column in zip(head, *rows, strict=True)]
+    return ["  ".join(f"{v:<{w}}" for v, w in zip(line, widths, strict=True)).rstrip()
+            for line in (head, *rows)]
+
+
 def summary(comparison: Comparison, width: int = SCREEN_WIDTH, differs_only: bool = False
             ) -> list[str]:
     """What `fragbench compare` prints, narrow where the whole table (`--out`) is wide: the
-    warnings, who is A and who is B, one line per cell (case lang variant mode rep, status
-    A / B, valid citations A / B, differs, same or not compared), then counts of cells. Every
-    line fits `width` columns: a longer one wraps, indented. Counts of cells only, no score.
-    With `differs_only`, only the cells that differ are listed (the counts stay whole)."""
+    warnings, who is A and who is B, one line per cell (differs, same or not compared first,
+    then status A / B, valid citations A / B, and last the cell: case lang variant mode rep),
+    then counts of cells. Every line fits `width` columns: a longer one wraps, its rest
+    indented, so that a line that starts at the margin always starts with its own cell's
+    verdict (`_columns`). Counts of cells only, no score. With `differs_only`, only the cells
+    that differ are listed (the counts stay whole)."""
     rows = comparison.table.to_dicts()
     if differs_only:
         rows = [r for r in rows if r["differs"]]
-    cells = [" ".join(str(r[c]) if c != "rep" else f"r{r[c]}" for c in CELL) for r in rows]
-    statuses = [_pair(r["status_a"], r["status_b"]) for r in rows]
-    valid = [_pair(r["n_valid_a"], r["n_valid_b"]) for r in rows]
-    w_cell = max([len("cell"), *map(len, cells)])
-    w_status = max([len("status A / B"), *map(len, statuses)])
-    w_valid = max([len("valid A / B"), *map(len, valid)])
-    lines = [f"{'cell':<{w_cell}}  {'status A / B':<{w_status}}  {'valid A / B':<{w_valid}}  "
-             "differs"]
-    lines += [f"{c:<{w_cell}}  {s:<{w_status}}  {v:<{w_valid}}  {_verdict(r)}"
-              for c, s, v, r in zip(cells, statuses, valid, rows, strict=True)]
+    lines = _columns(["differs", "status A / B", "valid A / B", "cell"],
+                     [[_verdict(r), _pair(r["status_a"], r["status_b"]),
+                       _pair(r["n_valid_a"], r["n_valid_b"]), _cell_name(r)] for r in rows])
     lines.append(counts_line(comparison.counts, len(rows) if differs_only else None))
     return _wrap([*comparison.warnings, *comparison.sides, *lines], width)
 
@@ -382,10 +399,11 @@ GRID_SIDE = ["status", "parsed", "n_valid", "n_invalid", "conditions_cited_valid
 @attrs.frozen
 class Grid:
     """Several series cell by cell (like promptfoo's matrix view): one row per planned cell and
-    repetition, per series its status and citation counts (columns FIELD_i, i the series'
-    position from 0). A cell is compared only when every series answered (completed or
-    incomplete) the same request; it `differs` when any series differs from the first in one
-    of DIFFERS_ON (null when not compared, as for two series)."""
+    repetition, per series its status and citation counts (columns FIELD_S1, FIELD_S2, …: the
+    series named as the terminal and the page name them, `side_name`). A cell is compared
+    only when every series answered (completed or incomplete) the same request; it `differs`
+    when any series differs from the first in one of DIFFERS_ON (null when not compared, as
+    for two series)."""
 
     dirs: list[Path]
     infos: list[dict[str, Any]]
@@ -400,7 +418,13 @@ class Grid:
     @property
     def sides(self) -> list[str]:
         """Who each column is: S1, S2, … (a non-model baseline named as such)."""
-        return [f"S{i + 1}: {describe(info)}" for i, info in enumerate(self.infos)]
+        return [f"{side_name(i)}: {describe(info)}" for i, info in enumerate(self.infos)]
+
+
+def side_name(i: int) -> str:
+    """The grid's name of the series at position i (from 0): S1, S2, … on screen, on the page
+    and in the table's columns (FIELD_S1)."""
+    return f"S{i + 1}"
 
 
 def compare_grid(paths: list[Path]) -> Grid:
@@ -412,22 +436,25 @@ def compare_grid(paths: list[Path]) -> Grid:
             _refuse_partial_provider_comparison(a, b)
     table: pl.DataFrame | None = None
     for i, (_, _, calls) in enumerate(sides):
-        part = calls.select(*CELL, *(pl.col(c).alias(f"{c}_{i}") for c in GRID_SIDE))
+        part = calls.select(*CELL, *(pl.col(c).alias(f"{c}_{side_name(i)}") for c in GRID_SIDE))
         table = part if table is None else table.join(part, on=CELL, how="full",
                                                        coalesce=True)
     assert table is not None
     n = len(sides)
-    answered = [pl.col(f"status_{i}").is_in(ANSWERED) for i in range(n)]
-    same_request = [pl.col(f"request_sha256_{i}") == pl.col("request_sha256_0")
+    first = side_name(0)
+    answered = [pl.col(f"status_{side_name(i)}").is_in(ANSWERED) for i in range(n)]
+    same_request = [pl.col(f"request_sha256_{side_name(i)}") == pl.col(f"request_sha256_{first}")
                     for i in range(1, n)]
-    changed = [_changed(field, "0", str(i)) for i in range(1, n) for field in DIFFERS_ON]
+    changed = [_changed(field, first, side_name(i)) for i in range(1, n)
+               for field in DIFFERS_ON]
     table = table.with_columns(
         pl.all_horizontal([*answered, *same_request]).fill_null(False).alias("compared"),
     ).with_columns(
         pl.when(pl.col("compared")).then(pl.any_horizontal(changed)).alias("differs"),
     ).sort(CELL)
     columns = [*CELL, "compared", "differs"]
-    columns += [f"{c}_{i}" for i in range(n) for c in GRID_SIDE if c != "request_sha256"]
+    columns += [f"{c}_{side_name(i)}" for i in range(n) for c in GRID_SIDE
+                if c != "request_sha256"]
     table = table.select(columns)
     infos = [info for _, info, _ in sides]
     warnings = []
@@ -435,7 +462,7 @@ def compare_grid(paths: list[Path]) -> Grid:
         warnings.append("WARNING: the series ran different frozen plans; cells whose requests "
                         "differ are not compared.")
     for i, info in enumerate(infos):
-        warnings += _state_warning(f"S{i + 1}", info)
+        warnings += _state_warning(side_name(i), info)
     uncompared = table.filter(~pl.col("compared")).height
     if uncompared:
         warnings.append(f"WARNING: {uncompared} of {table.height} cells are not compared "
@@ -444,11 +471,38 @@ def compare_grid(paths: list[Path]) -> Grid:
     return Grid([d for d, _, _ in sides], infos, warnings, table)
 
 
+def about(result: Comparison | Grid) -> dict[str, Any]:
+    """What `compare --out FILE` writes once, beside the table (`about_path`): who each side is
+    (A and B, or S1, S2, …: the sides the table's columns FIELD_a and FIELD_b, or FIELD_S1,
+    FIELD_S2, … name), the warnings the terminal prints first, and the counts of cells. The
+    table itself has one row per cell and no warning column: a warning is about the series,
+    not about a cell, and repeated on every row it said nothing more."""
+    if isinstance(result, Comparison):
+        named = [("A", result.dir_a, result.info_a), ("B", result.dir_b, result.info_b)]
+    else:
+        named = [(side_name(i), d, info)
+                 for i, (d, info) in enumerate(zip(result.dirs, result.infos, strict=True))]
+    return {
+        "sides": [{"side": name, "experiment": info["experiment"], "series": info["series"],
+                   "folder": str(folder), "label": info["label"], "is_model": info["is_model"],
+                   "state": info["state"], "stop_reason": (info.get("stop") or {}).get("reason")}
+                  for name, folder, info in named],
+        "warnings": list(result.warnings),
+        "counts": result.counts,
+    }
+
+
+def about_path(out: Path) -> Path:
+    """Where `about` goes for `--out FILE`: FILE.json (cells.csv -> cells.csv.json), so that
+    the tables of two formats side by side keep one each."""
+    return out.with_name(out.name + ".json")
+
+
 def _grid_side(row: dict[str, Any], i: int) -> str:
-    status = row[f"status_{i}"]
+    status = row[f"status_{side_name(i)}"]
     if status is None:
         return "absent"
-    valid, invalid = row[f"n_valid_{i}"], row[f"n_invalid_{i}"]
+    valid, invalid = row[f"n_valid_{side_name(i)}"], row[f"n_invalid_{side_name(i)}"]
     counts = "" if valid is None else f" {valid}v/{invalid}x"
     return f"{status}{counts}"
 
@@ -456,25 +510,18 @@ def _grid_side(row: dict[str, Any], i: int) -> str:
 def grid_summary(grid: Grid, differs_only: bool = False, width: int = SCREEN_WIDTH
                  ) -> list[str]:
     """What `fragbench compare S1 S2 S3 …` prints: the warnings, who each column is, then one
-    line per cell (case lang variant mode rep, then per series its status and valid/invalid
-    citations, `Nv/Mx`, then differs, same or not compared), then counts of cells. With
-    `differs_only`, only the cells that differ are listed (the counts stay whole)."""
+    line per cell (differs, same or not compared first, then per series its status and
+    valid/invalid citations, `Nv/Mx`, and last the cell: case lang variant mode rep), then
+    counts of cells, every line within `width` columns as in `summary`. With `differs_only`,
+    only the cells that differ are listed (the counts stay whole)."""
     rows = grid.table.to_dicts()
     if differs_only:
         rows = [r for r in rows if r["differs"]]
     n = len(grid.infos)
-    cells = [" ".join(str(r[c]) if c != "rep" else f"r{r[c]}" for c in CELL) for r in rows]
-    sides = [[_grid_side(r, i) for i in range(n)] for r in rows]
-    w_cell = max([len("cell"), *map(len, cells)])
-    widths = [max([len(f"S{i + 1}"), *(len(s[i]) for s in sides)]) for i in range(n)]
-    head = f"{'cell':<{w_cell}}  " + "  ".join(f"{f'S{i + 1}':<{w}}"
-                                                for i, w in enumerate(widths)) + "  differs"
-    lines = [head]
-    for cell, side, row in zip(cells, sides, rows, strict=True):
-        verdict = ("differs" if row["differs"] else "same") if row["compared"] \
-            else "not compared"
-        lines.append(f"{cell:<{w_cell}}  " + "  ".join(
-            f"{s:<{w}}" for s, w in zip(side, widths, strict=True)) + f"  {verdict}")
+    lines = _columns(
+        ["differs", *(side_name(i) for i in range(n)), "cell"],
+        [[("differs" if r["differs"] else "same") if r["compared"] else "not compared",
+          *(_grid_side(r, i) for i in range(n)), _cell_name(r)] for r in rows])
     lines.append(counts_line(grid.counts, len(rows) if differs_only else None))
     return _wrap([*grid.warnings, *grid.sides, *lines], width)
 
@@ -485,8 +532,8 @@ def grid_differing_fields(grid: Grid) -> list[list[list[str]]]:
     the grid page outlines, from the expressions `differs` uses (list fields as sets)."""
     n = len(grid.infos)
     flags = grid.table.select(
-        pl.when(pl.col("compared")).then(_changed(field, "0", str(i))).otherwise(False)
-        .alias(f"{field}_{i}")
+        pl.when(pl.col("compared")).then(_changed(field, side_name(0), side_name(i)))
+        .otherwise(False).alias(f"{field}_{side_name(i)}")
         for i in range(1, n) for field in DIFFERS_ON)
-    return [[[], *([f for f in DIFFERS_ON if row[f"{f}_{i}"]] for i in range(1, n))]
+    return [[[], *([f for f in DIFFERS_ON if row[f"{f}_{side_name(i)}"]] for i in range(1, n))]
             for row in flags.to_dicts()]

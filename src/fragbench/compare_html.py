@@ -27,10 +27,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from fragbench.budget import usd
-from fragbench.compare import CELL, Comparison, differing_fields, grid_differing_fields
+from fragbench.compare import (
+    CELL,
+    Comparison,
+    differing_fields,
+    grid_differing_fields,
+    side_name,
+)
 from fragbench.report_html import PAGE_SIZES, Redact, _island, memoized
 from fragbench.series import read_table, tables_of
 
@@ -56,7 +60,7 @@ def _details(series_dir: Path) -> tuple[dict[tuple[Any, ...], dict[str, Any]], l
     """Cell key -> what the call recorded (answer, errors) and its citations in answer order
     (none when the series has no citations measure: nothing was measured, which the side's
     counts show as —); and every distinct model as returned. Each file is read once."""
-    calls = pl.read_parquet(series_dir / "calls.parquet", columns=[*CELL, *DETAIL, "model"])
+    calls = read_table(series_dir, "calls", "calls.parquet", [*CELL, *DETAIL, "model"])
     citations: dict[str, list[dict[str, Any]]] = {}
     for name, rel in tables_of(series_dir, recorded=False):
         if name == "citations":
@@ -254,6 +258,18 @@ def write_compare_page(comparison: Comparison, path: Path, redact: Redact) -> No
 GRID_TEMPLATE = "compare_grid.html.j2"
 
 
+def _grid_side(row: dict[str, Any], name: str, fields: list[str]) -> dict[str, Any]:
+    """One series' column of a grid row (its columns FIELD_<name>, name S1, S2, …)."""
+    status = row[f"status_{name}"]
+    return {"status": status or "",
+            "words": {None: "absent", "not_sent": "never sent"}.get(status, status),
+            "parsed": _fmt(row[f"parsed_{name}"]),
+            "valid": _fmt(row[f"n_valid_{name}"]), "invalid": _fmt(row[f"n_invalid_{name}"]),
+            "conditions": _fmt(row[f"conditions_cited_validly_{name}"]),
+            "differs": bool(fields), "differing": fields,
+            "differing_words": [FIELD_WORDS[f] for f in fields]}
+
+
 def grid_context(grid: Any) -> dict[str, Any]:
     """What the grid page shows: the warnings, who each column is, and per cell its verdict
     and per series its status, whether it parsed and its citation counts (compare.Grid). A
@@ -267,21 +283,12 @@ def grid_context(grid: Any) -> dict[str, Any]:
             **{c: row[c] for c in CELL},
             "anchor": "-".join(str(row[c]) for c in CELL),
             "compared": row["compared"], "differs": row["differs"],
-            "sides": [{"status": row[f"status_{i}"] or "",
-                       "words": {None: "absent", "not_sent": "never sent"}.get(
-                           row[f"status_{i}"], row[f"status_{i}"]),
-                       "parsed": _fmt(row[f"parsed_{i}"]),
-                       "valid": _fmt(row[f"n_valid_{i}"]), "invalid": _fmt(row[f"n_invalid_{i}"]),
-                       "conditions": _fmt(row[f"conditions_cited_validly_{i}"]),
-                       "differs": bool(fields[i]),
-                       "differing": fields[i],
-                       "differing_words": [FIELD_WORDS[f] for f in fields[i]]}
-                      for i in range(n)],
+            "sides": [_grid_side(row, side_name(i), fields[i]) for i in range(n)],
         })
     options = {c: sorted({str(r[c]) for r in rows}) for c in CELL if c != "rep"}
     return {
         "warnings": list(grid.warnings),
-        "series": [_series(f"S{i + 1}", info, where, [])
+        "series": [_series(side_name(i), info, where, [])
                    for i, (info, where) in enumerate(zip(grid.infos, grid.dirs, strict=True))],
         "rows": rows,
         "counts": grid.counts,

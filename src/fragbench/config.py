@@ -18,6 +18,7 @@ import datetime
 import hashlib
 import json
 import re
+import string
 import tomllib
 from decimal import Context, Decimal, Inexact, InvalidOperation
 from pathlib import Path
@@ -30,6 +31,7 @@ from fragbench.corpus import Case, load_corpus
 from fragbench.errors import ConfigError, FragbenchError, PluginError
 from fragbench.interfaces import Contract
 from fragbench.suggest import unknown
+from fragbench.toml_types import type_mismatch
 from fragbench.transport import MAX_BODY_BYTES
 
 MODES = ("retrieval", "full")
@@ -64,6 +66,20 @@ MAX_IN_FLIGHT = 256
 MAX_PER_MINUTE = 10**9
 """The largest rate limit accepted: far beyond any provider's, so that an extra zero or three
 is caught before the plan is frozen."""
+FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""An id that names a file or folder: a budget id (its ledger file), an experiment id (the
+folder OUT/<id> its series are written in), a series name (OUT/<id>/<series>). One path part:
+no separator, never `.` or `..`, never absolute."""
+FILE_NAME_RULE = "up to 64 letters, digits, '.', '_' and '-', starting with a letter or digit"
+
+
+def file_name_problem(value: str) -> str | None:
+    """Why `value` cannot be an id that names a file or folder (FILE_NAME), in words that
+    follow it; None when it can. `new experiment`'s NAME is a stricter form of this rule."""
+    if FILE_NAME.fullmatch(value):
+        return None
+    shown = repr(value[:80]) + ("..." if len(value) > 80 else "")  # one bounded line
+    return f"must be {FILE_NAME_RULE}, not {shown}"
 
 
 @attrs.frozen
@@ -197,7 +213,7 @@ class _Reader:
             return default
         value = self.data[key]
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise self.fail(key, f"has the wrong type ({type(value).__name__})")
+            raise self.fail(key, type_mismatch(f"{self.prefix}{key}", value, kind))
         return value
 
     def text(self, key: str, default: Any = ...) -> str:
@@ -214,10 +230,17 @@ class _Reader:
 
     def money(self, key: str) -> Decimal:
         value = self.get(key, (int, float, str))
+        # Decimal() also reads other scripts' digits ("١٠", "１０"), "1_0", spaces and
+        # exponents in a string: an amount is written with 0-9, maybe a point and decimals.
+        plain = not isinstance(value, str) or re.fullmatch(r"[0-9]+(\.[0-9]+)?", value,
+                                                           re.ASCII) is not None
         try:
             amount = Decimal(str(value))
         except InvalidOperation:
             raise self.fail(key, f"is not a number ({value!r})") from None
+        if not plain:
+            raise self.fail(key, f"must be written with the digits 0-9, maybe a point and "
+                            f"decimals (\"12.50\"), not {value!r}")
         if not amount.is_finite() or amount < 0:
             raise self.fail(key, f"must be a non-negative amount, got {value!r}")
         return amount
@@ -302,15 +325,41 @@ def _load_prompt(path: Path, lang: str) -> Prompt:
         sentence_template=reader.text("sentence"),
         sha256=hashlib.sha256(raw).hexdigest(),
     )
-    for template, fields in ((prompt.input_template, ("source", "question", "sentences")),
-                             (prompt.sentence_template, ("id", "text"))):
-        try:
-            template.format(**{f: "" for f in fields})
-        except (KeyError, IndexError, ValueError) as exc:
-            raise reader.fail(
-                "input/sentence", f"has an unknown or malformed placeholder ({exc})"
-            ) from None
+    for key, template in (("input", prompt.input_template),
+                          ("sentence", prompt.sentence_template)):
+        if (problem := placeholder_problem(template, PLACEHOLDERS[key])) is not None:
+            raise reader.fail(key, problem)
     return prompt
+
+
+PLACEHOLDERS = {"input": ("source", "question", "sentences"), "sentence": ("id", "text")}
+"""The placeholders each template of a prompt file may hold (`requests.build_request` fills
+them)."""
+
+
+def placeholder_problem(template: str, fields: tuple[str, ...]) -> str | None:
+    """Why `template` cannot be filled with `fields` (words after the key: the placeholder
+    met and the valid ones), or None. Only plain `{name}` placeholders (a format spec such as
+    `{text:>20}` allowed); `{{` and `}}` write a brace."""
+    valid = ", ".join(f"{{{f}}}" for f in fields)
+    guide = f"the placeholders it may hold are {valid} (write {{{{ or }}}} for a brace)"
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        return f"has a malformed placeholder ({exc}); {guide}"
+    for _, name, spec, _ in parsed:
+        if name is None:
+            continue
+        shown = repr("{" + name[:40] + ("..." if len(name) > 40 else "") + "}")
+        if name not in fields:
+            return f"has the placeholder {shown}, which fragbench does not fill; {guide}"
+        if spec and "{" in spec:  # a width taken from the text itself: it fails at a call
+            return f"has a placeholder inside {shown}'s format spec; {guide}"
+    try:
+        template.format(**{f: "" for f in fields})
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
+        return f"has a malformed placeholder ({exc}); {guide}"
+    return None
 
 
 def _exact_per_token(reader: _Reader, pricing: Pricing) -> None:
@@ -421,6 +470,10 @@ def load_experiment(path: Path) -> Experiment:
     _unknown_keys(config_path, data)
     base = config_path.parent
     r = _Reader(config_path, data)
+    experiment_id = r.text("id")
+    if (problem := file_name_problem(experiment_id)) is not None:  # before anything is read
+        raise r.fail("id", f"{problem} (it names the folder OUT/<id> its series are "
+                     "written in)")
     r.text("title", None)
     r.get("design_date", (str, datetime.date), None)
     max_response_bytes = r.get("max_response_bytes", int, DEFAULT_MAX_RESPONSE_BYTES)
@@ -525,14 +578,13 @@ def load_experiment(path: Path) -> Experiment:
         prior_spend_usd=b.money("prior_spend_usd"),
         framing_tokens=b.count("framing_tokens", minimum=0),
     )
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", budget.id):
-        raise b.fail("id", "must be up to 64 letters, digits, '.', '_' and '-' (it names the "
-                     "budget's ledger file)")
+    if (problem := file_name_problem(budget.id)) is not None:
+        raise b.fail("id", f"{problem} (it names the budget's ledger file)")
     if budget.prior_spend_usd > budget.ceiling_usd:
         raise b.fail("prior_spend_usd", "is above the ceiling")
 
     return Experiment(
-        id=r.text("id"),
+        id=experiment_id,
         dir=base,
         config_path=config_path,
         config_sha256=hashlib.sha256(raw).hexdigest(),

@@ -61,6 +61,14 @@ def reserved_group_keys() -> frozenset[str]:
     return CORE_COLUMNS | {column for table in TYPES.values() for column in table}
 
 
+def group_key_problem(key: str) -> str | None:
+    """Why `key` cannot be a group key, in words that follow `group key KEY`; None when it can.
+    The columnar corpus's rule, which the importers check line by line."""
+    if GROUP_KEY.fullmatch(key) and key not in reserved_group_keys():
+        return None
+    return "must match [a-z][a-z0-9_]* and not be a column name of the core's tables"
+
+
 STRINGS = pl.String
 IDS = pl.List(pl.String)
 
@@ -113,10 +121,12 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _read_parquet(path: Path, raw: bytes) -> pl.DataFrame:
+    from fragbench.tables import PARQUET_ERRORS, parquet_problem
+
     try:
         return pl.read_parquet(io.BytesIO(raw))
-    except Exception as exc:  # Polars raises its own error types for a damaged file
-        raise _fail(path, f"is not a readable Parquet file ({type(exc).__name__})") from None
+    except PARQUET_ERRORS as exc:  # the bytes are in memory: a damaged file, never the disk
+        raise _fail(path, parquet_problem(exc)) from None
 
 
 class NotUtf8(ValueError):
@@ -378,11 +388,9 @@ def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
     groups = one.select("case")
     if "groups" in cases.columns:
         keys = [f.name for f in cases.schema["groups"].fields]
-        reserved = reserved_group_keys()
         for key in keys:
-            if not GROUP_KEY.fullmatch(key) or key in reserved:
-                raise _fail(cases_path, f"group key {shown(key)} must match [a-z][a-z0-9_]* "
-                            "and not be a column name of the core's tables")
+            if (problem := group_key_problem(key)) is not None:
+                raise _fail(cases_path, f"group key {shown(key)} {problem}")
         groups = one.select("_row", "case", *(pl.col("groups").struct.field(k) for k in keys))
         _check_strings(cases_path, groups.rename({k: f"groups.{k}" for k in keys}),
                        [f"groups.{k}" for k in keys])

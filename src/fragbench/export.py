@@ -27,7 +27,7 @@ from fragbench.budget import usd
 from fragbench.columns import MONEY_DTYPE
 from fragbench.errors import FragbenchError, SeriesError, UsageError
 from fragbench.measure_tables import inexact_money
-from fragbench.series import read_table, tables_of
+from fragbench.series import read_table, refuse_linked_folder, tables_of
 from fragbench.tables import flat_for_csv
 
 FORMATS = ("csv", "jsonl")
@@ -124,7 +124,10 @@ def _swap_in(staged: Path, out: Path) -> None:
         if old.exists():
             old.replace(out)  # put the earlier export back
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    if old.is_symlink():  # an --out that was a link: the link is replaced, its folder kept
+        old.unlink()
+    else:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _mkdirs(folder: Path, created: list[Path]) -> None:
@@ -149,6 +152,8 @@ def export(series_dir: Path, fmt: str, out: Path | None = None) -> list[Path]:
 
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: unknown; use one of {', '.join(FORMATS)}.")
+    if out is None:  # the series' own folder: a link there is refused, as figures/ is
+        refuse_linked_folder(series_dir, EXPORT_DIR)
     out = series_dir / EXPORT_DIR if out is None else out
     tables = tables_of(series_dir)
     _check_out(out)

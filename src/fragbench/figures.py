@@ -27,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from fragbench.columns import ANSWERED
+from fragbench.journal import write_atomically
 
 # Exact-level citation reasons, bottom to top of a stack; only those that occur are drawn.
 REASON_COLORS = {
@@ -116,11 +117,15 @@ def _width(text: str, size: float) -> float:
 
 
 def _save(fig: Any, stem: Path) -> list[Path]:
-    """PNG and SVG, the banner (caveat and note included) as each file's title."""
+    """PNG and SVG, the banner (caveat and note included) as each file's title. Each is
+    written beside and renamed into place, as every file of a series is: a link standing at
+    its name is replaced, never written through."""
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     title = fig.get_suptitle().replace("\n", " — ")
-    fig.savefig(paths[0], dpi=DPI, metadata={"Software": None, "Title": title})
-    fig.savefig(paths[1], metadata={"Date": None, "Creator": None, "Title": title})
+    write_atomically(paths[0], lambda tmp: fig.savefig(
+        tmp, format="png", dpi=DPI, metadata={"Software": None, "Title": title}))
+    write_atomically(paths[1], lambda tmp: fig.savefig(
+        tmp, format="svg", metadata={"Date": None, "Creator": None, "Title": title}))
     return paths
 
 

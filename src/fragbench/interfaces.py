@@ -196,8 +196,10 @@ class Request:
     span chunker the characters of it that the selected chunk holds (a cut fact's fragment)."""
 
 
-SNAPSHOT = r"-\d{4}-\d{2}-\d{2}"
-"""A dated snapshot's suffix as OpenAI writes it (`gpt-6-astra-2026-09-30`): the default."""
+SNAPSHOT = r"-[0-9]{4}-[0-9]{2}-[0-9]{2}"
+"""A dated snapshot's suffix as OpenAI writes it (`gpt-6-astra-2026-09-30`): the default. ASCII
+digits only: `\\d` would also take Arabic-Indic (`٢٠٢٦`) or full-width (`２０２６`) digits, which
+no provider writes, as a dated snapshot priced at the frozen rates."""
 
 COST_FIELDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens")
 """The usage fields the cost formula reads (fragbench.budget.cost): the only names allowed in
@@ -212,7 +214,12 @@ class Usage:
     of the request, cached and cache-write tokens included (a provider that reports them apart,
     as the Messages API does, adds them up); `cached_tokens` were read from a cache and
     `cache_write_tokens` written to one; `output_tokens` includes reasoning tokens, which
-    `reasoning_tokens` details.
+    `reasoning_tokens` details (a reader whose API counts them apart adds them to the output,
+    as the Gemini example in docs/adding-a-backend.md does). A usage that breaks these terms
+    is one the request could not have produced (`fragbench.collect.impossible`): reasoning
+    above the output it is part of, or above the contract's output ceiling; a `total_tokens`
+    other than input plus output. Its cost is then unknown (counted at the call's
+    reservation) and the series stops.
     """
 
     input_tokens: int | None
@@ -225,6 +232,12 @@ class Usage:
     """Every output token billed, reasoning (thinking) tokens included."""
     reasoning_tokens: int | None
     """Reasoning tokens (a part of output_tokens), shown apart; not priced separately."""
+    total_tokens: int | None = None
+    """The total the provider reports, where it reports one: input_tokens plus output_tokens.
+    Optional (None: not reported, or not read; never priced); a reader that takes it lets the
+    core check that the usage adds up. For a Responses API body the core reads
+    `usage.total_tokens` itself when the reader left this None
+    (`fragbench.transport.usage_places`)."""
 
 
 @attrs.frozen
@@ -369,7 +382,9 @@ class Contract:
     snapshot: str = SNAPSHOT
     """How the provider names a dated snapshot of the model asked for (a regular expression
     for the suffix): a response naming `model` + a match is the same model. OpenAI writes
-    `-YYYY-MM-DD`; the Messages API `-YYYYMMDD`."""
+    `-YYYY-MM-DD`; the Messages API `-YYYYMMDD`. The core matches it with `re.ASCII`
+    (`fragbench.collect.model_matches`), so `\\d` and `\\w` in it mean ASCII digits and
+    letters only (a model name in other digits is another model); write `[0-9]` all the same."""
 
     def problems(self) -> list[str]:
         """What makes this contract unusable, in words; empty when it holds."""
@@ -381,7 +396,11 @@ class Contract:
             found.append(f"output_ceiling must be a positive integer, not "
                          f"{self.output_ceiling!r}")
         try:
-            re.compile(self.snapshot)
+            # As `model_matches` uses it: after the model's name, with re.ASCII (an inline
+            # global flag such as `(?i)` cannot stand there).
+            if not isinstance(self.snapshot, str):
+                raise TypeError
+            re.compile(f"m({self.snapshot})?", re.ASCII)
         except (re.error, TypeError):
             found.append(f"snapshot must be a regular expression, not {self.snapshot!r}")
         fields = set(self.usage_fields) if isinstance(self.usage_fields, (set, frozenset)) \

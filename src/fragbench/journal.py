@@ -22,16 +22,38 @@ that is not a non-negative decimal string fit for the money columns; a call or p
 plan does not have; a second reservation or outcome of one call; a call after the series'
 end). Fields it does not know are kept and ignored, so that a later version's records stay
 readable.
+
+Tamper-evident, as the budget's ledger is: every line opens with `prev`, the sha256 of the
+exact bytes of the line before it (`GENESIS`, 64 zeros, for the first), and ends with
+`sha256`, the sha256 of its own text without that field (`seal`). Any edit of a line (a status,
+a token count, an amount, one byte) breaks its own hash; a line deleted, inserted (a copy of
+another included) or moved breaks the `prev` of the line after the gap, or its own. Either is
+refused in one sentence naming the file and that line, as the other checks are. A crash's torn
+last line is never read, even when it parses (every write ends with its newline); the next
+writer closes it with a `repair` record that chains to the last whole line and names the bytes
+it closed (`torn_sha256`, `torn_bytes`), so that those bytes too are covered. What the chain
+cannot show: the last lines removed (the series then reads as interrupted there, a call
+without its outcome counted at its reservation), or every line from some record on rewritten
+by someone who recomputes the hashes (a file's own hashes are no witness against its author).
+The budget's ledger, where there is one, holds a second copy of each call's status and amounts
+(never its tokens or answer); `measure` reads the journal alone and does not compare them.
+
+A journal written by an earlier fragbench, before the chain, holds no chain fields at all: it
+is read as before, unchained, and `chain_note` says so (`measure` and `report` print it), since
+no edit to it can be detected. A journal whose first record carries the chain and some later
+one does not, or the reverse, is refused at that line; such a journal is never appended to.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from decimal import Context, Decimal, InvalidOperation
 from pathlib import Path
@@ -54,6 +76,52 @@ never holds a line its reader refuses."""
 MAX_DEPTH = 16
 """The deepest nesting of a journal line (a record holds objects two levels deep); a deeper
 line is no record of ours, and is refused before it is parsed."""
+
+
+GENESIS = "0" * 64
+"""The `prev` of a chain's first record (a journal's, a ledger's): no line comes before it."""
+CHAIN_FIELDS = ("prev", "sha256")
+"""What a chained record holds beyond its own fields: first `prev`, last `sha256`."""
+_SEAL_OPEN = b', "sha256": "'
+_SEAL_LEN = len(_SEAL_OPEN) + 64 + len(b'"}')
+_HEX64 = re.compile(rb"[0-9a-f]{64}")
+
+
+def line_hash(line: bytes) -> str:
+    """The sha256 of a line's exact bytes, its newline left out: what the next line's `prev`
+    holds."""
+    return hashlib.sha256(line).hexdigest()
+
+
+def seal(record: Mapping[str, Any], prev: str) -> bytes:
+    """`record` as a chained journal line (UTF-8, no newline): `prev` first, then the record's
+    fields, then `sha256`, the hash of the line's text without it (`{"prev": ..., ...}`). A
+    chain field the record already holds is replaced."""
+    fields = {"prev": prev, **{k: v for k, v in record.items() if k not in CHAIN_FIELDS}}
+    body = json.dumps(fields, ensure_ascii=False).encode("utf-8")
+    return body[:-1] + _SEAL_OPEN + line_hash(body).encode() + b'"}'
+
+
+def chain(records: Iterable[Mapping[str, Any] | str | bytes], prev: str = GENESIS) -> bytes:
+    """Journal lines for `records`, each chained to the one before and sealed (`seal`), each
+    with its newline; a line given as text or bytes is kept as it is, and the next record
+    chains to it. (How a test writes a journal by hand; a journal is written by `Journal`.)"""
+    out = []
+    for record in records:
+        line = record.encode("utf-8") if isinstance(record, str) else \
+            record if isinstance(record, bytes) else seal(record, prev)
+        out.append(line + b"\n")
+        prev = line_hash(line)
+    return b"".join(out)
+
+
+def _sealed(line: bytes) -> bool:
+    """Whether a line ends with `sha256` and that is the hash of its text without it."""
+    end = line[-_SEAL_LEN:]
+    digest = end[len(_SEAL_OPEN):-2]
+    return (len(line) > _SEAL_LEN and end.startswith(_SEAL_OPEN) and end.endswith(b'"}')
+            and _HEX64.fullmatch(digest) is not None
+            and line_hash(line[:-_SEAL_LEN] + b"}") == digest.decode())
 
 
 def now() -> str:
@@ -173,20 +241,46 @@ def _within_bounds(record: dict[str, Any]) -> dict[str, Any]:
 
 class Journal:
     """Opened for appending; secrets are redacted and text made valid Unicode before anything
-    is written, so that every line is UTF-8."""
+    is written, so that every line is UTF-8. Each line is chained to the one before and sealed
+    (`seal`); appends from several threads take turns."""
 
     def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
         self.path = path
         self.redactor = redactor or Redactor()
+        self._lock = threading.Lock()
+        self._head = GENESIS
+        """The sha256 of the last whole line: the next line's `prev`."""
+        self._stale = False
+        """A write failed: what the file holds is read again before the next one."""
         created = not path.exists()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        if created:
-            fsync_dir(path.parent)
-        elif path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+        try:
+            if created:
+                fsync_dir(path.parent)
+            elif path.stat().st_size:
+                self._resume()
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def _resume(self) -> None:
+        """Take up the chain where the file leaves it (an existing journal, or one whose last
+        write failed): its head, and a `repair` closing a last line a crash tore, chained to
+        the last whole line and naming the torn bytes. A journal that is altered, or written
+        before the chain, is refused (SeriesError): nothing is appended to it."""
+        reader, tail = _read(self.path, None)
+        if reader.chained is False:
+            raise SeriesError(f"{self.path}: was written before the journal was chained (line "
+                              f"{reader.first} has no chain fields) and is never appended "
+                              "to; record into a new series.")
+        self._head = reader.head
+        if tail:
             # A crash tore the last line: end it, and say so, so that what follows is whole.
-            self._write(b"\n" + json.dumps({"at": now(), "type": "repair", "note":
-                                            "the line above was torn by a crash"}).encode()
-                        + b"\n")
+            repair = seal({"at": now(), "type": "repair", "torn_sha256": line_hash(tail),
+                           "torn_bytes": len(tail),
+                           "note": "the line above was torn by a crash"}, self._head)
+            self._write(b"\n" + repair + b"\n")
+            self._head = line_hash(repair)
 
     def append(self, record: dict[str, Any]) -> None:
         # Made valid before the redactor sees it (it need not know surrogates) and after (it
@@ -196,14 +290,38 @@ class Journal:
         if full != plain:
             # Say so: a redacted answer may no longer quote its evidence word for word.
             full["redacted"] = True
-        self._write((json.dumps(full, ensure_ascii=False) + "\n").encode("utf-8"))
+        with self._lock:
+            if self._stale:
+                self._resume_after_failure()
+            # Sealed after redaction: the hashes are ours, never a secret, and must stay
+            # the hashes of the bytes written.
+            line = seal(full, self._head)
+            self._write(line + b"\n")
+            self._head = line_hash(line)
+
+    def _resume_after_failure(self) -> None:
+        """`_resume` after a write that failed. A journal that cannot be taken up then is a
+        write that fails (OSError, naming the file), as its cause was: the collector stops
+        the series as `cannot_record`, and records nothing more."""
+        try:
+            self._resume()
+        except SeriesError as exc:
+            why = str(exc).removeprefix(f"{self.path}: ")
+            raise OSError(errno.EIO, f"cannot be continued after a failed write: {why}",
+                          str(self.path)) from None
+        self._stale = False
 
     def _write(self, data: bytes) -> None:
+        """One write, fsync'ed. On any failure (a short write on a full disk, an fsync that
+        fails) the chain's head is no longer known: the next append reads the file again, and
+        closes a torn line first."""
+        self._stale = True
         written = os.write(self._fd, data)
         if written != len(data):  # a short write on a full disk: refuse to go on blind
             raise OSError(errno.ENOSPC, f"short write: {written} of {len(data)} bytes "
                           "written; is the disk full?", str(self.path))
         os.fsync(self._fd)
+        self._stale = False
 
     def close(self) -> None:
         os.close(self._fd)
@@ -305,7 +423,7 @@ _FIELDS: dict[str, dict[str, str]] = {
                 "refusal": "text", "incomplete_reason": "text", "raw": "text"},
     "stop": {"detail": "text"},
     "end": {},
-    "repair": {"note": "text"},
+    "repair": {"note": "text", "torn_sha256": "text", "torn_bytes": "count"},
 }
 """Per type, the optional fields a table or a reader uses, and what each must be; the call's
 own fields, money, status and stop reason are checked apart."""
@@ -321,6 +439,19 @@ class _Reader:
         self.outcomes: set[str] = set()
         self.finished: tuple[str, int] | None = None
         self.seen_records = False
+        self.records: list[dict[str, Any]] = []
+        self.chained: bool | None = None
+        """Whether the journal's records carry the chain, as its first record says; None
+        before it."""
+        self.first = 0
+        """The line of the journal's first record."""
+        self.head = GENESIS
+        self.head_line = 0
+        """The sha256 of the last line accepted, and its number (0: none yet)."""
+        self.blank: int | None = None
+        """The first blank line: no line of a chained journal is blank."""
+        self.torn: tuple[int, bytes] | None = None
+        """The line the next record (a `repair`) closes, and its bytes."""
 
     def fail(self, number: int, record: Any, what: str) -> SeriesError:
         call = record.get("call_id") if isinstance(record, dict) else None
@@ -328,9 +459,12 @@ class _Reader:
         return SeriesError(f"{self.path}: {where} {what}; the journal was altered or damaged: "
                            "restore it from your backup, then run the command again.")
 
-    def check(self, number: int, record: Any) -> None:
+    def check(self, number: int, record: Any, line: bytes) -> None:
+        """One record, its exact bytes `line`: its chain first (whether the line is the one
+        written, after the one written before it), then what it says."""
         if not isinstance(record, dict):
             raise self.fail(number, record, "is not a journal record")
+        self._chain(number, record, line)
         kind = record.get("type")
         if kind not in RECORD_TYPES:
             raise self.fail(number, record, f"has an unknown type {_shown(kind)} (a journal "
@@ -347,6 +481,46 @@ class _Reader:
         getattr(self, f"_{kind}")(number, record)
         if kind != "repair":
             self.seen_records = True
+        self.head, self.head_line = line_hash(line), number
+
+    def _chain(self, number: int, record: dict[str, Any], line: bytes) -> None:
+        chained = any(field in record for field in CHAIN_FIELDS)
+        if self.chained is None:
+            self.chained, self.first = chained, number
+            if chained and self.blank is not None:
+                raise self.fail(self.blank, None, "is blank, not a journal record")
+        if not self.chained:
+            if chained:
+                raise self.fail(number, record, "carries the chain (prev, sha256) though the "
+                                f"journal's first record (line {self.first}) does not: a "
+                                "journal is chained throughout or, written before the chain, "
+                                "not at all")
+            return
+        if not isinstance(record.get("sha256"), str):
+            raise self.fail(number, record, "has no sha256 of its own, as every line of a "
+                            "chained journal has")
+        if not _sealed(line):
+            raise self.fail(number, record, "does not match its own sha256: the line was "
+                            "edited")
+        if record.get("prev") != self.head:
+            after = (f"line {self.head_line}" if self.head_line
+                     else "the start of the journal (genesis)")
+            if self.torn is not None:  # a repair: it chains past the line it closes
+                after += f", the last whole line before the torn line {self.torn[0]} it closes"
+            raise self.fail(number, record, f"does not follow {after}: its prev is not that "
+                            "line's sha256 (a line was deleted, inserted or moved)")
+
+    def torn_line(self, number: int, line: bytes) -> None:
+        """A line that the next one, a `repair`, closes: torn by a crash, never read."""
+        if self.torn is not None:  # a repair, itself closed by another: no writer does that
+            raise self.fail(self.torn[0], None, "is not a journal record")
+        self.torn = (number, line)
+
+    def blank_line(self, number: int) -> None:
+        if self.chained:
+            raise self.fail(number, None, "is blank, not a journal record")
+        if self.blank is None:
+            self.blank = number
 
     def _money(self, number: int, record: dict[str, Any], field: str, nullable: bool) -> None:
         value = record.get(field)
@@ -436,40 +610,76 @@ class _Reader:
         self.finished = (record["type"], number)
 
     def _repair(self, number: int, record: dict[str, Any]) -> None:
-        pass
+        torn, self.torn = self.torn, None
+        if not self.chained:
+            return  # written before the chain: it named no bytes
+        if torn is None:
+            raise self.fail(number, record, "is a repair with no torn line before it")
+        closed, data = torn
+        if record.get("torn_sha256") != line_hash(data) or record.get("torn_bytes") != len(data):
+            raise self.fail(number, record, f"does not name the bytes of the torn line it "
+                            f"closes (line {closed}): one of them was edited")
 
 
 def read_journal(path: Path, plan_calls: Mapping[str, int] | None = None
                  ) -> list[dict[str, Any]]:
     """Every complete record, checked, its text made valid Unicode (`valid_unicode`).
 
-    A torn last line (a crash mid-write), or a torn line that a later writer closed with a
-    `repair` record, is ignored. Any other line that is not a record this module writes is a
-    SeriesError naming the file, the line and what is wrong (see the module's docstring).
-    With `plan_calls` (the frozen schedule's call ID -> seq), every call a record names must be
-    the plan's, at its position.
+    A torn last line (a crash mid-write: no newline after it, whatever it holds), or a torn
+    line that a later writer closed with a `repair` record, is ignored. Any other line that is
+    not a record this module writes, or that breaks the chain (see the module's docstring), is
+    a SeriesError naming the file, the line and what is wrong. With `plan_calls` (the frozen
+    schedule's call ID -> seq), every call a record names must be the plan's, at its position.
     """
+    return _read(path, plan_calls)[0].records
+
+
+def _read(path: Path, plan_calls: Mapping[str, int] | None) -> tuple[_Reader, bytes]:
+    """The journal read and checked, and its torn last line (empty when it ends whole)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise SeriesError(f"{path}: cannot be read ({exc.strerror}).") from None
     reader = _Reader(path, plan_calls)
     lines = raw.split(b"\n")
-    records = []
+    tail = lines.pop()  # after the last newline: nothing, or a line a crash tore
+    following = _parse(lines[0]) if lines else None
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        record = _parse(line)
-        if record is None:
-            # Only a torn line may be unreadable: the unterminated last one, or one that the
-            # next writer marked with a `repair` record.
-            if number == len(lines) or b'"type": "repair"' in lines[number]:
-                continue
+        record, following = following, _parse(lines[number]) if number < len(lines) else None
+        if _is_repair(following):
+            # Closed by the next writer's repair: torn, whatever it holds.
+            reader.torn_line(number, line)
+        elif not line.strip():
+            reader.blank_line(number)
+        elif record is None:
             raise reader.fail(number, None, "is not a journal record")
-        record = valid_unicode(record)
-        reader.check(number, record)
-        records.append(record)
-    return records
+        else:
+            record = valid_unicode(record)
+            reader.check(number, record, line)
+            reader.records.append(record)
+    return reader, tail
+
+
+def _is_repair(record: Any) -> bool:
+    return isinstance(record, dict) and record.get("type") == "repair"
+
+
+def chain_note(path: Path) -> str | None:
+    """A line saying that a journal predates the chain (none of its records carries one), or
+    None. Its first record decides: a journal that mixes both is refused when read."""
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                record = _parse(line.rstrip(b"\n"))
+                if isinstance(record, dict):
+                    if any(field in record for field in CHAIN_FIELDS):
+                        return None
+                    return (f"note: {path} was written before the journal was chained (no "
+                            "record carries prev or sha256): it is read as before, but an edit "
+                            "to it cannot be detected; keep a copy of it with your backup.")
+    except OSError:
+        return None
+    return None
 
 
 def spent(records: list[dict[str, Any]]) -> Decimal:

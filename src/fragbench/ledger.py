@@ -39,9 +39,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -50,12 +50,12 @@ from typing import Any
 from fragbench.budget import usd
 from fragbench.config import Budget
 from fragbench.errors import FragbenchError
-from fragbench.journal import fsync_dir, make_dirs, now
+from fragbench.journal import GENESIS, fsync_dir, make_dirs, now
+from fragbench.journal import line_hash as _line_hash  # the series journal's chain hashes alike
 from fragbench.redact import Redactor
 
 LEDGER_ENV = "FRAGBENCH_LEDGER_DIR"
 LEDGER_URL_ENV = "FRAGBENCH_LEDGER_URL"
-GENESIS = "0" * 64
 KINDS = ("budget", "series", "reserve", "outcome", "repair", "moved")
 """Every record type a ledger may hold."""
 
@@ -120,10 +120,6 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _line_hash(line: bytes) -> str:
-    return hashlib.sha256(line).hexdigest()
-
-
 def record_text(record: dict[str, Any]) -> bytes:
     """A record's canonical text, the one its successor's `prev` hashes in either store."""
     return json.dumps(record, ensure_ascii=True).encode()
@@ -143,13 +139,17 @@ def _is_repair(record: Any) -> bool:
 
 def _amount(value: Any) -> Decimal | None:
     """A non-negative finite decimal written as a string, or None when it is not one."""
-    if not isinstance(value, str):
-        return None
+    if not isinstance(value, str) or _PLAIN.fullmatch(value) is None:
+        return None  # Decimal() would also read "١٢", "1_2", " 12" and "1e2"
     try:
         amount = Decimal(value)
     except InvalidOperation:
         return None
     return amount if amount.is_finite() and amount >= 0 else None
+
+
+_PLAIN = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
+"""An amount as `fragbench.budget.usd` writes it: ASCII digits, maybe a point and more."""
 
 
 class LedgerBase:
@@ -179,6 +179,8 @@ class LedgerBase:
         """Forget what was read: the next read starts from the first record."""
         self._n = -1
         self._last = GENESIS
+        self._last_place = 0
+        """Where the last record accepted is (its line in a file, its number on a server)."""
         self._reserved: dict[tuple[str, str], Decimal] = {}
         self._counted: dict[tuple[str, str], Decimal] = {}
         self._total = Decimal(0)
@@ -223,13 +225,15 @@ class LedgerBase:
         in flight, or one a crash left counted at its reservation."""
         return {k: v for k, v in self._reserved.items() if k not in self._counted}
 
-    def _apply(self, record: Any, raw: bytes, line: int) -> None:
+    def _apply(self, record: Any, raw: bytes, line: int, chained: str | None = None) -> None:
+        """Check and count one record at `line`. `chained`: the hash the record after it
+        chains to (its `prev`, or the head a server keeps for the last record), when known,
+        so that a break names the record edited rather than the one after it."""
         if not isinstance(record, dict):
             raise self._fail(f"{self.unit} {line} is not a ledger record")
-        u = self.unit
         if record.get("n") != self._n + 1 or record.get("prev") != self._last:
-            raise self._fail(f"{u} {line} does not follow the {u} before it (a {u} was "
-                             "edited, deleted or inserted)")
+            raise self._fail(self._break(record, raw, line, chained))
+        u = self.unit
         kind = record.get("type")
         if self.moved_to is not None:
             raise self._fail(f"{u} {line} follows the record saying the ledger was moved")
@@ -245,7 +249,10 @@ class LedgerBase:
             self.series.add(key[0])
         elif kind == "outcome":
             key, amount = self._key(record, line), self._money(record, "counted_usd", line)
-            if key not in self._reserved or key in self._counted:
+            if key in self._counted:  # counted twice, a spend the ledger never had
+                raise self._fail(f"{u} {line} records a second outcome for call {key[1]} of "
+                                 f"series {key[0]}")
+            if key not in self._reserved:
                 raise self._fail(f"{u} {line} records an outcome with no open reservation")
             self._counted[key] = amount
             self._total += amount - self._reserved[key]
@@ -258,8 +265,51 @@ class LedgerBase:
             raise self._fail(f"{u} {line} has an unknown type {kind!r}")
         self._n += 1
         self._last = _line_hash(raw)
+        self._last_place = line
         if self.kept is not None:
             self.kept.append((raw, record))
+
+    def _break(self, record: dict[str, Any], raw: bytes, line: int, chained: str | None
+               ) -> str:
+        """Which record a break of the chain before `line` shows altered. A record's text is
+        vouched for by the record after it (its `prev`): when the one after `line` vouches for
+        it, `line` is intact and the record before it was edited; when it does not, `line`
+        itself was edited; with nothing after it, either. A number out of sequence is a
+        record deleted or inserted (or renumbered)."""
+        u, before = self.unit, self._last_place
+        if record.get("n") != self._n + 1:
+            return (f"{u} {line} does not follow the {u} before it (it is numbered "
+                    f"{record.get('n')!r}, not {self._n + 1}: a {u} was deleted or inserted, "
+                    "or renumbered)")
+        if self._n < 0:
+            return f"{u} {line} was edited (it does not open the chain)"
+        if chained is None:
+            return (f"{u} {before} or {u} {line} was edited ({u} {line} does not follow the "
+                    f"{u} before it)")
+        if chained == _line_hash(raw):
+            if self.kept:  # shown as read, the edited record is not shown as good
+                self.kept.pop()
+            return (f"{u} {before} was edited (the {u} after it, intact, chains to another "
+                    "text)")
+        return f"{u} {line} was edited (neither it nor the {u} after it follows the one before)"
+
+    def _check_new(self, record: dict[str, Any]) -> None:
+        """Refuse, before it is written, a record the reader would refuse for its call: a
+        second reservation or outcome of one call, an outcome with no reservation (a bug
+        that wrote it would leave a ledger no run can read again)."""
+        if record.get("type") not in ("reserve", "outcome"):
+            return
+        key = (record.get("series_uid"), record.get("call_id"))
+        if record["type"] == "reserve" and key in self._reserved:
+            problem = "a second reservation"
+        elif record["type"] == "outcome" and key in self._counted:
+            problem = "a second outcome"
+        elif record["type"] == "outcome" and key not in self._reserved:
+            problem = "an outcome with no reservation"
+        else:
+            return
+        raise LedgerError(f"ledger {self.where}: refused to write {problem} for call "
+                          f"{key[1]} of series {key[0]} (nothing was written).")
 
     def _money(self, record: dict[str, Any], field: str, line: int) -> Decimal:
         amount = _amount(record.get(field))
@@ -415,7 +465,8 @@ class Ledger(LedgerBase):
                 continue
             if torn_first is not None and not _is_repair(record):
                 raise self._fail(f"line {torn_first} is not a ledger record")
-            self._apply(record, raw, number)
+            chained = following.get("prev") if isinstance(following, dict) else None
+            self._apply(record, raw, number, chained if isinstance(chained, str) else None)
             torn_first = None
             consumed_bytes, consumed_lines = position, i + 1
         self._offset += consumed_bytes
@@ -490,6 +541,7 @@ class Ledger(LedgerBase):
         record. A crash can then tear only this write's last bytes, never leave a line
         closed but unrepaired."""
         assert self._fd is not None
+        self._check_new(record)
         data = b"\n" if self._needs_newline else b""
         n, prev = self._n + 1, self._last
         if self._needs_repair:

@@ -107,7 +107,11 @@ def show(budget: BudgetArg) -> None:
     for _raw, record in ledger.kept or []:
         _say(_row(record))
     if error is not None:
-        _say(f"chain BROKEN after record {ledger.records - 1}")
+        # The records shown are those the chain vouches for: an edited record is not among
+        # them, though it was read before the record that showed it edited.
+        kept = ledger.kept or []
+        _say(f"chain BROKEN after record {kept[-1][1].get('n')}" if kept else
+             "chain BROKEN at its first record")
         raise error
     _say(_totals(ledger))
     moved = f"; moved to {ledger.moved_to}: runs draw on it there" if ledger.moved_to else ""
@@ -179,9 +183,14 @@ def move(budget: BudgetArg, to: ToOption = None) -> None:
     url = _target(to)
     source = Ledger(ledger_dir() / f"{budget}.jsonl", budget)
     moved = do_move(source, url)
-    done = (f"moved to {moved.ledger.where}" if moved.copied else
-            f"already in {moved.ledger.where} (an earlier move copied its {moved.records} "
-            "records; nothing was written)")
+    if not moved.copied:
+        done = (f"already in {moved.ledger.where} (an earlier move copied its {moved.records} "
+                "records; this one checked them and wrote nothing)")
+    elif moved.resumed:
+        done = (f"moved to {moved.ledger.where}, completing an earlier move that had retired "
+                f"the file and copied nothing (its {moved.records} records copied now)")
+    else:
+        done = f"moved to {moved.ledger.where}"
     _say(f"ledger {source.where}: {done}, {moved.ledger.records} records, chain intact (head "
          f"sha256 {moved.ledger.head}); set FRAGBENCH_LEDGER_URL to that server (and unset "
          f"{LEDGER_ENV}) for every run drawing on budget {budget}.")

@@ -17,6 +17,18 @@ What a user can rely on:
   refused in one sentence naming the first bad record. The server also keeps each budget's head
   (its last record's number and hash, written in the same transaction as the record), so that
   removing or editing the last records is seen too, unless the head is forged as well.
+- Bounded: no exchange with the server waits longer than `FRAGBENCH_LEDGER_TIMEOUT` seconds
+  (60 by default, 2 to 3600; `ledger_timeout`). A connection is given up at that bound
+  (libpq's `connect_timeout`); the server cancels a wait for the budget's lock, or a
+  statement, that lasts longer (`lock_timeout`; `statement_timeout`, a second more, so that a
+  lock wait is said to be one) and ends a session idle inside a
+  transaction that long (`idle_in_transaction_session_timeout`: a run stopped while holding
+  the lock frees it); and fragbench cuts the connection when the server says nothing at all
+  for the bound plus `GRACE` seconds (a stopped or unreachable server cancels nothing: TCP
+  keepalives, also set, see only a host or network that is gone). Waiting for the lock is
+  waiting like any other: another run holds it only while it checks and writes one record
+  (milliseconds), so a wait longer than the bound means that run, or the server, is stalled,
+  and the waiting run stops (`cannot_record`, one line naming the server) rather than hang.
 - The URL's user name, password and options are never written or printed: the ledger is shown
   as `postgresql://host:port/database`, and a server's error text has the password (the URL's
   or PGPASSWORD's) removed and every user or role name it quotes replaced by `[hidden]`
@@ -35,6 +47,8 @@ import hashlib
 import json
 import os
 import re
+import socket
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -66,6 +80,17 @@ SCHEMA = (
 )
 """The tables, for an administrator who creates them (README) and for the first writer."""
 SCHEMES = ("postgresql://", "postgres://")
+TIMEOUT_ENV = "FRAGBENCH_LEDGER_TIMEOUT"
+DEFAULT_TIMEOUT = 60
+"""Seconds: what a careful user waits for a server that answers in milliseconds before
+calling it stalled (a loaded server, a slow network and a long lock wait stay well below)."""
+GRACE = 5.0
+"""Seconds after the bound before fragbench cuts a silent connection: a server that is alive
+cancels a statement or a lock wait itself at the bound, and says why."""
+KEEPALIVE = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+             "keepalives_count": 3}
+"""libpq's TCP keepalives: a server host or network that is gone is seen within about a
+minute even while a connection waits."""
 _NAMED = re.compile(r'\b(user|role)\s+"(?:[^"]|"")*"', re.IGNORECASE)
 """A user or role name as libpq and the server quote it in their messages."""
 
@@ -78,6 +103,59 @@ def _psycopg() -> Any:
                           "installed: install fragbench[postgres], or unset "
                           f"{LEDGER_URL_ENV} to use the file store (nothing was sent).") from None
     return psycopg
+
+
+def ledger_timeout() -> int:
+    """FRAGBENCH_LEDGER_TIMEOUT: the bound, in whole seconds, on any exchange with the server
+    (DEFAULT_TIMEOUT when unset). At least 2 (libpq's least connect_timeout), at most 3600."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    if not re.fullmatch(r"[0-9]{1,4}", raw, re.ASCII) or not 2 <= int(raw) <= 3600:
+        raise LedgerError(f"{TIMEOUT_ENV}={raw[:16]!r} is not a number of seconds from 2 to "
+                          f"3600; give one (or unset it: {DEFAULT_TIMEOUT} s), nothing was "
+                          "sent.")
+    return int(raw)
+
+
+def _bounded_connection() -> type:
+    """psycopg's Connection, every exchange with the server bounded: each wait for the server
+    (a statement, BEGIN, COMMIT, a lock) arms a timer that cuts the connection's socket when
+    the server has said nothing for `bound` seconds. The wait then fails as on a connection the
+    server closed, and `stalled` says why."""
+    psycopg = _psycopg()
+
+    class Bounded(psycopg.Connection):  # type: ignore[misc,name-defined]
+        bound = float(DEFAULT_TIMEOUT) + GRACE
+        stalled = False
+
+        def wait(self, *args: Any, **kwargs: Any) -> Any:
+            guard = threading.Lock()
+            waiting = [True]
+
+            def cut() -> None:
+                with guard:
+                    if not waiting[0]:
+                        return  # the answer came as the timer fired
+                    self.stalled = True
+                    # shutdown(2) ends the socket for every descriptor of it: the blocked
+                    # poll wakes up with end of file. Through a copy of the descriptor, which
+                    # libpq keeps owning.
+                    with contextlib.suppress(Exception), socket.socket(  # closed: nothing to cut
+                            fileno=os.dup(self.pgconn.socket)) as sock:
+                        sock.shutdown(socket.SHUT_RDWR)
+
+            timer = threading.Timer(self.bound, cut)
+            timer.daemon = True
+            timer.start()
+            try:
+                return super().wait(*args, **kwargs)
+            finally:
+                with guard:
+                    waiting[0] = False
+                timer.cancel()
+
+    return Bounded
 
 
 def _login() -> str | None:
@@ -146,6 +224,8 @@ class PgLedger(LedgerBase):
         self._users = [str(u) for u in users if u]
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = _lock_key("ledger", self.budget_id)
+        self.timeout = ledger_timeout()
+        """The bound on any exchange with the server, in seconds (`ledger_timeout`)."""
 
     @property
     def where(self) -> str:
@@ -172,12 +252,53 @@ class PgLedger(LedgerBase):
                                  f"check that it is up and that {LEDGER_URL_ENV} names it with "
                                  "a user that may read and write the ledger tables.")
 
+    def _stalled(self) -> LedgerServerError:
+        return LedgerServerError(
+            f"ledger {self.where}: the server did not answer within {self.timeout} s "
+            f"({TIMEOUT_ENV}, default {DEFAULT_TIMEOUT}): it is stalled, overloaded or "
+            "unreachable; check it, then run again.")
+
+    def _lock_waited(self) -> LedgerServerError:
+        return LedgerServerError(
+            f"ledger {self.where}: budget {self.budget_id}'s lock was held by another "
+            f"connection for more than {self.timeout} s ({TIMEOUT_ENV}, default "
+            f"{DEFAULT_TIMEOUT}): a run or a `ledger move` on the budget is stalled, or the "
+            "server is; check it, then run again.")
+
     def _connect(self) -> psycopg.Connection[Any]:
         psycopg = _psycopg()
+        timeout = self.timeout
         try:
-            return psycopg.connect(self.url, autocommit=True, application_name="fragbench")
+            conn = _bounded_connection().connect(
+                self.url, autocommit=True, application_name="fragbench",
+                connect_timeout=timeout, tcp_user_timeout=timeout * 1000, **KEEPALIVE)
+        except getattr(psycopg.errors, "ConnectionTimeout", ()):  # a psycopg without it: the
+            # server error's line below, with libpq's "timeout expired"
+            raise self._stalled() from None
         except psycopg.Error as exc:
             raise self._server_error(exc) from None
+        conn.bound = timeout + GRACE
+        try:
+            # Set here, not in the URL's options (which they would replace): a live server
+            # ends a lock wait, a statement or a transaction left idle at the bound itself
+            # (a statement a second later, so that a lock wait is said to be one).
+            for name, ms in (("lock_timeout", timeout * 1000),
+                             ("statement_timeout", timeout * 1000 + 1000),
+                             ("idle_in_transaction_session_timeout", timeout * 1000)):
+                conn.execute(f"SET {name} = {ms}")
+        except psycopg.Error as exc:
+            conn.close()
+            raise (self._stalled() if conn.stalled else self._server_error(exc)) from None
+        return conn
+
+    def _failed(self, conn: psycopg.Connection[Any], exc: BaseException) -> LedgerServerError:
+        """What a psycopg error on `conn` means, in one line."""
+        psycopg = _psycopg()
+        if getattr(conn, "stalled", False):
+            return self._stalled()
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return self._lock_waited()
+        return self._server_error(exc)
 
     @contextlib.contextmanager
     def _transaction(self, conn: psycopg.Connection[Any], key: int) -> Iterator[None]:
@@ -190,7 +311,7 @@ class PgLedger(LedgerBase):
                 yield
         except psycopg.Error as exc:
             self._reset()
-            raise self._server_error(exc) from None
+            raise self._failed(conn, exc) from None
         except BaseException:
             if not self.audit:  # an audit keeps what it read before the bad record, to show
                 self._reset()
@@ -238,24 +359,38 @@ class PgLedger(LedgerBase):
             return
         rows = conn.execute(f"SELECT n, line FROM {TABLE} WHERE budget_id = %s AND n > %s "
                             "ORDER BY n", (self.budget_id, self._n)).fetchall()
-        for n, line in rows:
-            raw = str(line).encode("utf-8", "surrogatepass")
-            record = _parse(raw)
-            if record is None or not isinstance(record, dict):
-                raise self._fail(f"record {n} is not a ledger record")
-            if n != self._n + 1 or record.get("n") != n:
-                raise self._fail(f"record {self._n + 1} does not follow the record before it "
-                                 "(a record was edited, deleted or inserted)")
-            self._apply(record, raw, n)
         head = conn.execute(f"SELECT n, sha256 FROM {HEAD} WHERE budget_id = %s",
                             (self.budget_id,)).fetchone()
         found = None if head is None else (int(head[0]), str(head[1]))
+        lines = [str(line).encode("utf-8", "surrogatepass") for _n, line in rows]
+        records = [_parse(raw) for raw in lines]
+        for i, ((n, _line), raw, record) in enumerate(zip(rows, lines, records, strict=True)):
+            if record is None or not isinstance(record, dict):
+                raise self._fail(f"record {n} is not a ledger record")
+            if n != self._n + 1:
+                raise self._fail(f"record {self._n + 1} is missing (the records go on at "
+                                 f"record {n}: a record was deleted)")
+            self._apply(record, raw, n, self._vouched(records, i, n, found))
         if found != (None if self._n < 0 else (self._n, self._last)):
+            if found is not None and found[0] == self._n:
+                raise self._fail(f"record {self._n} was edited (the head the server keeps "
+                                 "hashes another text)")
             last = "none" if found is None else f"record {found[0]}"
             raise self._fail(f"its records end at record {self._n} but the head the server "
                              f"keeps names {last} (its last records were edited, deleted or "
                              "inserted)")
         self._check_moved()
+
+    @staticmethod
+    def _vouched(records: list[Any], i: int, n: int, head: tuple[int, str] | None
+                 ) -> str | None:
+        """The hash that vouches for record `n` (the `i`th read): the next record's `prev`, or
+        for the last one the head's hash; None when nothing does."""
+        if i + 1 < len(records):
+            following = records[i + 1]
+            chained = following.get("prev") if isinstance(following, dict) else None
+            return chained if isinstance(chained, str) else None
+        return head[1] if head is not None and head[0] == n else None
 
     # Writing ---------------------------------------------------------------------------------
 
@@ -290,6 +425,7 @@ class PgLedger(LedgerBase):
         conn = self._conn
         assert conn is not None and conn.info.transaction_status != \
             _psycopg().pq.TransactionStatus.IDLE, "append under the lock"
+        self._check_new(record)
         n, prev = self._n + 1, self._last
         raw = record_text(self._redactor.value({"n": n, "prev": prev, "at": now(), **record}))
         self._apply(json.loads(raw), raw, n)
@@ -318,6 +454,9 @@ class Moved(NamedTuple):
     """How many of the file's records (those before its `moved` record) the server holds."""
     copied: bool
     """False when an earlier `move` had already committed the copy (this one only checked)."""
+    resumed: bool = False
+    """An earlier `move` had retired the file (and stopped): this one completed or checked
+    it."""
 
 
 def move(source: Ledger, url: str) -> Moved:
@@ -426,17 +565,24 @@ def _move_locked(source: Ledger, target: PgLedger) -> Moved:
                                   f"{_retired_advice(source)}.")
     finally:
         conn.close()
-    return Moved(_read_back(source, target, records), len(records), copied=not held)
+    copied = not held
+    return Moved(_read_back(source, target, records, copied), len(records), copied=copied,
+                 resumed=resumed)
 
 
-def _read_back(source: Ledger, target: PgLedger, records: list[bytes]) -> PgLedger:
-    """The committed copy read back on a new connection: the file's records, first."""
+def _read_back(source: Ledger, target: PgLedger, records: list[bytes], copied: bool
+               ) -> PgLedger:
+    """The committed copy read back on a new connection: the file's records, first. A move
+    run again after one whose copy had committed copied nothing (`copied` False): it says so
+    rather than speak of a copy it did not make."""
     check = PgLedger(target.url, source.budget_id)
     check.kept = []
     check.load()
     if [raw for raw, _record in check.kept[:len(records)]] != records:
+        when = ("after the copy committed" if copied else
+                "although an earlier move had copied them and this one had just checked them "
+                "there (it copied nothing)")
         raise LedgerError(f"ledger {check.where}: reads back differently from "
-                          f"{source.where} after the copy committed; "
-                          f"{_retired_advice(source)}.")
+                          f"{source.where} {when}; {_retired_advice(source)}.")
     check.kept = None
     return check

@@ -5,10 +5,12 @@ What a user can rely on:
 - NAME: lowercase ASCII letters and digits, runs of them joined by single `-`, `_` or `.`,
   starting with a letter, at most 64 characters (it is also the budget's id, which names the
   budget's ledger). Anything else is refused in one line (exit 2), nothing written.
-- `DIR/NAME` (DIR an existing folder, by default `experiments`, as in a fragbench checkout)
-  holds `config.toml` (every key commented: what it means, what is frozen), `prompts/LANG.toml`
-  (protocol 1.0's wording), `schema.json` (protocol 1.0's answer schema: an answer and
-  verbatim citations) and, without --corpus, `corpus/example.toml`, one case in English.
+- `DIR/NAME` (DIR by default `experiments`, as in a fragbench checkout; made when missing,
+  its parent a folder, as `uv init` and `cargo new` do: `fragbench.scaffold.check_dir`)
+  holds `config.toml` (every key commented: what it means, what is frozen),
+  `prompts/LANG.toml` (protocol 1.0's wording), `schema.json` (protocol 1.0's answer
+  schema: an answer and verbatim citations) and, without --corpus, `corpus/example.toml`,
+  one case in English.
 - With `--corpus PATH` (a TOML case file, a folder of them, or a columnar folder such as one
   `fragbench import` wrote), the corpus is loaded and validated first (refused in one line,
   exit 4, nothing written), and the config names it by its path relative to the new folder
@@ -39,7 +41,7 @@ from pathlib import Path
 import attrs
 
 from fragbench.errors import FragbenchError, UsageError
-from fragbench.scaffold import TEMPLATES, write_whole
+from fragbench.scaffold import TEMPLATES, check_dir, write_whole
 
 NAME = re.compile(r"[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*")
 MAX_NAME = 64
@@ -175,15 +177,14 @@ def render(name: str, target: Path, corpus: Path | None) -> tuple[dict[str, str]
 
 
 def new_experiment(name: str, parent: Path, corpus: Path | None = None) -> NewExperiment:
-    """Write the experiment folder `parent/NAME`. UsageError for a bad name or a `parent`
-    that is no folder; FragbenchError (refused) when the folder exists, another experiment
-    in `parent` uses the budget id NAME, or the corpus is unusable."""
+    """Write the experiment folder `parent/NAME` (`parent` made when missing). UsageError for
+    a bad name or a `parent` that is no folder and cannot be made in one; FragbenchError
+    (refused) when the folder exists, another experiment in `parent` uses the budget id NAME,
+    or the corpus is unusable."""
     problem = name_problem(name)
     if problem is not None:
         raise UsageError(f"experiment name {name!r} {problem}; choose another.")
-    if not parent.is_dir():
-        raise UsageError(f"--dir {parent}: no such folder; make it first, or name an existing "
-                         "one (run from a fragbench checkout, which has experiments/).")
+    check_dir(parent)  # a missing one is made by write_whole, its parent a folder
     target = parent / name
     if target.exists() or target.is_symlink():
         raise FragbenchError(f"{target} already exists; it is left as it is: remove it, or "

@@ -54,8 +54,16 @@ class PlannedCall:
 
 
 def block_order(variants: tuple[str, ...], modes: tuple[str, ...]) -> list[tuple[str, str]]:
-    """Every variant x mode once, alternating both: for A/B x retrieval/full,
-    (A, retrieval), (B, full), (A, full), (B, retrieval)."""
+    """One block: every variant x mode once (balanced), the i-th pair being
+    (variants[i mod V], modes[(i div V + i mod V) mod M]). The variants take turns in their
+    order (A, B, A, B), so two neighbours in a block never share a variant; the modes cannot
+    alternate as well (in four calls A and B each meet both modes once), so each turn of the
+    variants shifts the modes by one: for A/B x retrieval/full, (A, retrieval), (B, full),
+    (A, full), (B, retrieval). `schedule` rotates this order by one place from block to block
+    (rotating): over V x M consecutive blocks each pair opens a block once and holds each
+    place of the block once. With two variants, where two blocks meet the variant repeats
+    and the mode changes (the first block ends (B, retrieval), the second opens (B, full)).
+    No randomization."""
     nv, nm = len(variants), len(modes)
     return [(variants[i % nv], modes[(i // nv + i % nv) % nm]) for i in range(nv * nm)]
 

@@ -30,10 +30,16 @@ from fragbench.figures import has_cuts, setting_order
 from fragbench.journal import JOURNAL_FILE, read_journal, write_text_atomically
 from fragbench.redact import Redactor, secrets_in_env
 from fragbench.report_html import REPORT_HTML, write_html_report
-from fragbench.series import MEASURES_FILE, read_json, read_table, tables_of
+from fragbench.series import (
+    FIGURES_DIR,
+    MEASURES_FILE,
+    read_json,
+    read_table,
+    series_subfolder,
+    tables_of,
+)
 
 REPORT_FILE = "report.md"
-FIGURES_DIR = "figures"
 
 LIMITS = [
     "This is a controlled lexical simulation, not a test of Google, of a provider's retrieval "
@@ -353,8 +359,7 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
     tables = load_tables(series_dir) if tables is None else tables
     calls = tables["calls"]
     not_sent = calls.filter(pl.col("status") == "not_sent").height
-    figures = series_dir / FIGURES_DIR
-    figures.mkdir(exist_ok=True)
+    figures = series_subfolder(series_dir, FIGURES_DIR)  # a link there is refused
 
     title = f"# {info['experiment']} · series `{info['series']}`"
     out = [title, ""]

@@ -319,13 +319,12 @@ def _groups(series_dir: Path, tables: dict[str, pl.DataFrame]
     one, but a cases.parquet written by hand may hold any name, and a group key becomes an
     attribute name (`data-group-KEY`) and a filter's id. Leaving it out (rather than refusing)
     keeps the rest of the page, which the column does not touch, readable."""
-    import polars as pl
-
     from fragbench.corpus_columnar import GROUP_KEY
+    from fragbench.series import read_table
 
     cases = tables.get("cases")
     if cases is None and (series_dir / "cases.parquet").is_file():
-        cases = pl.read_parquet(series_dir / "cases.parquet")
+        cases = read_table(series_dir, "cases", "cases.parquet")  # one line if damaged
     if cases is None or "case" not in cases.columns:
         return [], {}, []
     keys = [c for c in cases.columns if c != "case" and GROUP_KEY.fullmatch(c)]

@@ -39,7 +39,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -59,7 +58,7 @@ from fragbench.collect import (
     concurrency_problem,
     pacing_problem,
 )
-from fragbench.config import Experiment, load_experiment
+from fragbench.config import FILE_NAME_RULE, Experiment, file_name_problem, load_experiment
 from fragbench.corpus import cases_frame, facts_frame
 from fragbench.errors import (
     BudgetError,
@@ -100,7 +99,6 @@ from fragbench.series import (
     write_status,
 )
 
-SERIES_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 RECORDED_FILES = {"plan.json", "series.json", "facts.parquet", "retrieval.parquet",
                   "cases.parquet", JOURNAL_FILE}
 """What a series holds before its first call: a folder with only these (and `*.tmp`) and no
@@ -319,9 +317,9 @@ def run(
     backend = choose_backend(experiment, series, backend)
     backend_cfg = experiment.backends[backend]
     series = series or backend
-    if not SERIES_NAME.fullmatch(series):
-        raise UsageError(f"--series {series!r} is not usable as a folder name; use up to 64 "
-                         "letters, digits, '.', '_' and '-'.")
+    if file_name_problem(series) is not None:
+        raise UsageError(f"--series {series!r} is not usable as a folder name; use "
+                         f"{FILE_NAME_RULE}.")
     series_dir = out / experiment.id / series
     if out.exists() and not out.is_dir():
         raise SeriesError(f"--out {out}: is a file, not a folder; choose another --out "

@@ -7,11 +7,11 @@ What a user can rely on:
   with a letter, at most 40 characters, not starting with `fragbench` (the package already
   says it). The package is `fragbench-NAME`, its module `fragbench_NAME` (hyphens as
   underscores).
-- The package folder `DIR/fragbench-NAME` is made in DIR (an existing folder, by default the
-  current one) and holds `pyproject.toml` (hatchling build, the `fragbench` entry point),
-  `src/fragbench_NAME/__init__.py` (the plugin, light at import, declaring the plugin API it
-  is written for), `tests/test_NAME.py` (the test kit's check for that kind) and a README
-  saying what to edit next.
+- The package folder `DIR/fragbench-NAME` is made in DIR (by default the current folder;
+  made when missing, its parent a folder: `check_dir`) and holds `pyproject.toml`
+  (hatchling build, the `fragbench` entry point), `src/fragbench_NAME/__init__.py` (the
+  plugin, light at import, declaring the plugin API it is written for), `tests/test_NAME.py`
+  (the test kit's check for that kind) and a README saying what to edit next.
 - The plugin's class is NAME in CamelCase ending in the kind's word (`usage` ->
   `UsageBackend`, `my-chunker` -> `MyChunker`, `class_name`), so that no NAME can shadow a
   name the templates use or be a Python keyword: every accepted NAME gives a package whose
@@ -34,6 +34,7 @@ What a user can rely on:
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
@@ -143,7 +144,8 @@ def render(kind: str, name: str) -> dict[str, str]:
 
 def new_plugin(kind: str, name: str, parent: Path) -> Path:
     """Write the `kind` plugin package `fragbench-NAME` into `parent`; returns its folder.
-    UsageError for an unknown kind, a bad name or a `parent` that is no folder;
+    UsageError for an unknown kind, a bad name or a `parent` that is no folder and cannot be
+    made in one (`check_dir`);
     FragbenchError (refused) when the package folder already exists."""
     if kind not in KINDS:
         raise UsageError(f"no plugin kind {kind!r}; `fragbench new` makes a "
@@ -151,9 +153,7 @@ def new_plugin(kind: str, name: str, parent: Path) -> Path:
     problem = name_problem(name)
     if problem is not None:
         raise UsageError(f"plugin name {name!r} {problem}; choose another.")
-    if not parent.is_dir():
-        raise UsageError(f"--dir {parent}: no such folder; make it first, or name an existing "
-                         "one.")
+    check_dir(parent)
     target = parent / f"fragbench-{name}"
     if target.exists() or target.is_symlink():
         raise FragbenchError(f"{target} already exists; it is left as it is: remove it, or "
@@ -161,13 +161,49 @@ def new_plugin(kind: str, name: str, parent: Path) -> Path:
     return write_whole(render(kind, name), target, name)
 
 
+def check_dir(parent: Path) -> None:
+    """Refuse, before anything is rendered, a --dir that is neither a folder nor one to make.
+    Decision: a missing --dir is made, as `uv init` and `cargo new` make theirs (a user outside
+    a checkout has no `experiments/`), but only one level of it: its parent must be a folder,
+    so that a mistyped path is said rather than built."""
+    if parent.is_dir():
+        return
+    if parent.exists() or parent.is_symlink():
+        raise UsageError(f"--dir {parent}: is not a folder (a file, or a link to nothing); "
+                         "name a folder, or one to be made.")
+    if not parent.parent.is_dir():
+        raise UsageError(f"--dir {parent}: no such folder, and its parent {parent.parent} is "
+                         "no folder either; name a folder, or one to be made in an existing "
+                         "folder.")
+
+
+def _make_dir(parent: Path) -> bool:
+    """Make --dir when it is missing (its parent checked by `check_dir`); True when made here,
+    so that a failure removes it again."""
+    try:
+        parent.mkdir()
+    except FileExistsError:
+        return False  # there already, or made meanwhile: mkdtemp below says if it is no folder
+    except OSError as exc:
+        raise FragbenchError(f"--dir {parent}: cannot be made ({exc.strerror}); name a folder "
+                             "you can write in.") from None
+    return True
+
+
 def write_whole(files: dict[str, str], target: Path, what: str) -> Path:
     """Write `files` (path relative to `target` -> text) as the new folder `target`, whole or
     not at all: into a hidden folder beside it, renamed into place once every file is
     written (removed on any failure). A `target` made meanwhile is refused and left as it is.
-    `what` is in the hidden folder's name (`.fragbench-new-WHAT-...`)."""
+    `what` is in the hidden folder's name (`.fragbench-new-WHAT-...`). The folder `target` is
+    made in (--dir) is made when missing, and removed again on a failure."""
     parent = target.parent
-    scratch = Path(tempfile.mkdtemp(prefix=f".fragbench-new-{what}-", dir=parent))
+    made = _make_dir(parent)
+    try:
+        scratch = Path(tempfile.mkdtemp(prefix=f".fragbench-new-{what}-", dir=parent))
+    except OSError as exc:
+        _unmake(parent, made)
+        raise FragbenchError(f"--dir {parent}: cannot be written in ({exc.strerror}); name a "
+                             "folder you can write in.") from None
     try:
         # Made inside the scratch folder, so that it gets the umask's permissions (mkdtemp's
         # own folder is private), then renamed into place whole.
@@ -181,6 +217,16 @@ def write_whole(files: dict[str, str], target: Path, what: str) -> Path:
             raise FragbenchError(f"{target} already exists; it is left as it is: remove it, "
                                  "or choose another name or --dir.")
         folder.rename(target)
-    finally:
+    except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
+        _unmake(parent, made)
+        raise
+    shutil.rmtree(scratch, ignore_errors=True)
     return target
+
+
+def _unmake(parent: Path, made: bool) -> None:
+    """Remove --dir again when this command made it (only while empty: never anyone's files)."""
+    if made:
+        with contextlib.suppress(OSError):
+            parent.rmdir()

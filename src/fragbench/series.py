@@ -302,6 +302,33 @@ def _measured(measure: Any, data: MeasureInput) -> dict[str, pl.DataFrame]:
 
 
 DIAGNOSTICS_DIR = "diagnostics"
+FIGURES_DIR = "figures"
+"""The report's figures (`fragbench.report.write_report` draws them)."""
+WRITTEN_FOLDERS = (DIAGNOSTICS_DIR, FIGURES_DIR)
+"""The folders inside a series that `measure`, `report` and `run` write files into."""
+
+
+def refuse_linked_folder(series_dir: Path, name: str) -> None:
+    """Refuse SERIES/name when it is a symbolic link, as a linked series folder is refused: the
+    files written into it would land in the folder it points to. A file there is refused too.
+    One line naming it; called before anything is written."""
+    folder = series_dir / name
+    if folder.is_symlink():
+        raise SeriesError(f"{folder}: is a symbolic link, not the series' {name} folder (what "
+                          "is written there would land where it points); remove the link and "
+                          "run again (nothing was written).")
+    if folder.exists() and not folder.is_dir():
+        raise SeriesError(f"{folder}: is a file, not the series' {name} folder; remove it and "
+                          "run again (nothing was written).")
+
+
+def series_subfolder(series_dir: Path, name: str) -> Path:
+    """SERIES/name, made when missing; refused as `refuse_linked_folder` says."""
+    refuse_linked_folder(series_dir, name)
+    folder = series_dir / name
+    folder.mkdir(exist_ok=True)
+    refuse_linked_folder(series_dir, name)  # one made meanwhile is refused all the same
+    return folder
 
 
 def _all_measured(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataFrame,
@@ -382,17 +409,15 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
     Every measure's tables are computed and checked before any file is written.
     """
     require_series(series_dir)
+    for name in WRITTEN_FOLDERS:  # measure writes both (the report, after it): none a link
+        refuse_linked_folder(series_dir, name)
     plan = read_json(series_dir / "plan.json")
     info = read_json(series_dir / "series.json")
     journal = series_dir / JOURNAL_FILE
     plan_calls = {c["id"]: c["seq"] for c in plan["schedule"]}
     records = read_journal(journal, plan_calls) if journal.exists() else []
-    try:
-        facts = pl.read_parquet(series_dir / "facts.parquet")
-        retrieval = pl.read_parquet(series_dir / "retrieval.parquet")
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise SeriesError(f"{series_dir}: a recorded table is missing or unreadable ({exc}).") \
-            from None
+    facts = read_table(series_dir, "facts", "facts.parquet")
+    retrieval = read_table(series_dir, "retrieval", "retrieval.parquet")
     calls = calls_table(plan, info, records, facts)
     tables, manifest = _all_measured(plan, facts, retrieval, calls, f"{series_dir}/plan.json",
                                      extra_diagnostics)
@@ -400,7 +425,8 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
     write_status(series_dir, info, records)
     for entry in manifest:
         path = series_dir / entry["path"]
-        path.parent.mkdir(exist_ok=True)
+        if path.parent != series_dir:
+            series_subfolder(series_dir, path.parent.name)
         write_parquet(tables[entry["table"]], path)
     write_json(manifest, series_dir / MEASURES_FILE)
     return tables
@@ -437,11 +463,25 @@ def tables_of(series_dir: Path, recorded: bool = True) -> list[tuple[str, str]]:
                                                          else [])
 
 
-def read_table(series_dir: Path, name: str, rel: str) -> pl.DataFrame:
-    """One table of a series, or one line saying it cannot be read and how to rebuild it."""
+def read_table(series_dir: Path, name: str, rel: str, columns: list[str] | None = None
+               ) -> pl.DataFrame:
+    """One table of a series (`columns` only, when given), or one line naming its file, saying
+    what is wrong (`tables.parquet_problem`: not a readable Parquet file, or cannot be read)
+    and what to do: rebuild a measure's table with `fragbench measure`; restore a table
+    recorded while collecting (facts, retrieval), which nothing rebuilds, from a backup."""
+    from fragbench.tables import PARQUET_ERRORS
+
     try:
-        return pl.read_parquet(series_dir / rel)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise SeriesError(f"{series_dir / rel}: table {name} cannot be read "
-                          f"({first_line(exc, type(exc).__name__)}); rebuild it with "
-                          f"`fragbench measure {series_dir}`.") from None
+        return pl.read_parquet(series_dir / rel, columns=columns)
+    except PARQUET_ERRORS as exc:
+        raise unreadable_table(series_dir, name, rel, exc) from None
+
+
+def unreadable_table(series_dir: Path, name: str, rel: str, exc: BaseException) -> SeriesError:
+    """`read_table`'s one line, for any reader of a series' table (`compare.scan` too)."""
+    from fragbench.tables import parquet_problem
+
+    recorded = name in (*RECORDED_TABLES, "cases")  # written by `run`, not by `measure`
+    fix = ("restore it from a backup (`fragbench run` recorded it; nothing rebuilds it)"
+           if recorded else f"rebuild it with `fragbench measure {series_dir}`")
+    return SeriesError(f"{series_dir / rel}: table {name} {parquet_problem(exc)}; {fix}.")

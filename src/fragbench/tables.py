@@ -7,7 +7,32 @@ from pathlib import Path
 
 import polars as pl
 
-from fragbench.errors import UsageError
+from fragbench.errors import UsageError, first_line
+
+PARQUET_ERRORS = (OSError, pl.exceptions.PolarsError, pl.exceptions.PanicException)
+"""What reading a Parquet file can raise: the OS's errors, and Polars' for a file it cannot
+decode or whose columns are not those asked for. A damaged file can even make Polars' Rust
+code panic (PanicException, a BaseException): about 1 in 200 random byte flips does."""
+_NOT_THE_FILE = (pl.exceptions.ColumnNotFoundError, pl.exceptions.SchemaError,
+                 pl.exceptions.SchemaFieldNotFoundError)
+"""Polars errors that say the file was read but is not the table asked for."""
+
+
+def parquet_problem(exc: BaseException) -> str:
+    """What is wrong with a Parquet file that could not be read, in words that follow its path:
+    `is not a readable Parquet file (why)` for a file Polars cannot decode (not Parquet,
+    truncated, damaged), `cannot be read (why)` for anything else (a missing file, a column it
+    lacks). The one wording of every place that reads a Parquet file fragbench is given
+    (a collection, a corpus) or wrote (a series' tables, read back by measure, report, compare,
+    export and scan); `why` is the first line of the library's words, cut short."""
+    if isinstance(exc, OSError):
+        why = exc.strerror or first_line(exc, type(exc).__name__)
+    else:
+        why = first_line(exc, type(exc).__name__)
+    why = why if len(why) <= 200 else why[:200] + "..."
+    if isinstance(exc, (OSError, *_NOT_THE_FILE)):
+        return f"cannot be read ({why})"
+    return f"is not a readable Parquet file ({why})"
 
 
 def check_output(path: Path, formats: tuple[str, ...], option: str = "--out") -> None:

@@ -42,6 +42,7 @@ import attrs
 
 from fragbench.errors import FragbenchError
 from fragbench.interfaces import BackendFailure, Reply, Request
+from fragbench.toml_types import type_mismatch
 
 if TYPE_CHECKING:
     from fragbench.wire import Exchange
@@ -335,6 +336,59 @@ def whole(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+RESPONSES_USAGE: dict[str, str] = {
+    "input_tokens": "usage.input_tokens",
+    "cached_tokens": "usage.input_tokens_details.cached_tokens",
+    "cache_write_tokens": "usage.input_tokens_details.cache_write_tokens",
+    "output_tokens": "usage.output_tokens",
+    "reasoning_tokens": "usage.output_tokens_details.reasoning_tokens",
+    "total_tokens": "usage.total_tokens",
+}
+"""Where a Responses API body carries each usage field (`fragbench.interfaces.Usage`'s names
+are that API's own): the places the core names when a field is missing or no whole number."""
+
+
+class Absent:
+    """What `usage_places` gives for a place the body holds nothing at."""
+
+
+def usage_places(raw: str | None) -> dict[str, Any] | None:
+    """For a Responses API body (a JSON object whose `object` is "response"): each usage
+    field's place (`RESPONSES_USAGE`) -> the JSON value there, `Absent` where there is none.
+    None for any other body, or one that does not parse (bounded: `fragbench.bounded_json`).
+
+    The core reads it where the backend's reader gives it nothing to go on: to say what is
+    wrong with a field the reader could not take (`usage.output_tokens is 180.0, not a whole
+    number`), and for the total a Responses body reports (`usage.total_tokens`), which the
+    built-in reader does not take."""
+    from fragbench.bounded_json import BodyError, loads
+
+    if raw is None:
+        return None
+    try:
+        body = loads(raw)
+    except BodyError:
+        return None
+    if not isinstance(body, dict) or body.get("object") != "response":
+        return None
+    found: dict[str, Any] = {}
+    for place in RESPONSES_USAGE.values():
+        value: Any = body
+        for key in place.split("."):
+            value = value.get(key, Absent) if isinstance(value, dict) else Absent
+        found[place] = value
+    return found
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """A JSON value from a body as a message may show it: JSON text, ASCII only (escapes for
+    the rest), cut to `limit` characters."""
+    import json
+
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def clean(text: str) -> str:
     """Lone surrogates (from JSON escapes such as \\ud83d) become U+FFFD in the parsed text,
     so that it can be written as UTF-8; the raw body keeps them as sent."""
@@ -373,7 +427,7 @@ def check_types(params: dict[str, Any], required: dict[str, type | tuple[type, .
             raise ValueError("unknown parameter(s) " + "; ".join(
                 unknown(k, [*required, *optional]) for k in extra))
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise ValueError(f"{key} has the wrong type ({type(value).__name__})")
+            raise ValueError(f"{key} {type_mismatch(key, value, kind)}")
         if key in required and isinstance(value, str) and not value.strip():
             raise ValueError(f"{key} is empty")
         if isinstance(value, float) and not math.isfinite(value):

@@ -103,6 +103,9 @@ class Exchange:
         self.body = bytearray()
         self.complete = False
         self.failure: tuple[str, str] | None = None
+        self.server = ""
+        """The server's host:port (the URL's, through a proxy too), for the lines that say
+        what it sent."""
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -205,6 +208,7 @@ class WireTransport(httpx2.BaseTransport):
                                              "nor https")
         body = request.read()
         port = url.port or (443 if url.scheme == "https" else 80)
+        exchange.server = authority(url.host, port)
         sock = self._connect(exchange, url.scheme, url.host, port)
         try:
             target = str(url).encode() if self.proxy and url.scheme == "http" else url.raw_path
@@ -296,7 +300,8 @@ def tunnel(sock: socket.socket, exchange: Exchange, host: str, port: int) -> Non
     except TimeoutError as exc:
         raise httpx2.ConnectTimeout("the proxy did not open the tunnel in time") from exc
     except h11.RemoteProtocolError as exc:
-        raise httpx2.ConnectError(f"the proxy's answer to CONNECT is not HTTP ({exc})") from exc
+        raise httpx2.ConnectError(f"the proxy {_misspoke(exc, head=True)} in answer to "
+                                  "CONNECT") from exc
     except (OSError, httpx2.ReadError) as exc:
         raise httpx2.ConnectError(f"the proxy failed while opening the tunnel: {exc}") from exc
 
@@ -364,9 +369,10 @@ def read_response(sock: socket.socket, exchange: Exchange, conn: h11.Connection)
             if exchange.status is None and not received:
                 raise httpx2.RemoteProtocolError("the server closed the connection without "
                                                  "answering") from exc
-            where = "head" if exchange.status is None else "body"
-            exchange.fail("doubtful_response", f"the response {where} is not valid HTTP/1.1 "
-                          f"or broke off ({exc}); {MAY_BE_BILLED}")
+            server = exchange.server or "the endpoint"
+            exchange.fail("doubtful_response", f"the server at {server} "
+                          f"{_misspoke(exc, head=exchange.status is None)}, so it is no "
+                          f"answer; {MAY_BE_BILLED}")
             return
         if event is h11.NEED_DATA:
             try:
@@ -418,6 +424,37 @@ def read_response(sock: socket.socket, exchange: Exchange, conn: h11.Connection)
         exchange.fail("doubtful_response", f"the response ended unexpectedly ({event!r}); "
                       f"{MAY_BE_BILLED}")
         return
+
+
+_H11_WORDS = (
+    ("illegal request line", "sent a malformed HTTP status line"),
+    ("illegal status line", "sent a malformed HTTP status line"),
+    ("no response line", "sent a malformed HTTP status line"),
+    ("illegal header line", "sent a malformed HTTP header line"),
+    ("continuation line", "sent a malformed HTTP header line"),
+    ("illegal header", "sent a malformed HTTP header"),
+    ("receive buffer too long", f"sent a response head longer than {MAX_HEAD} bytes"),
+    ("content-length", "sent an unusable Content-Length"),
+    ("transfer-encoding", "sent a Transfer-Encoding other than chunked"),
+    ("chunk", "sent a malformed chunked body"),
+    ("peer closed connection without sending complete message body",
+     "closed the connection before the whole body arrived"),
+    ("peer unexpectedly closed", "closed the connection in the middle of the response"),
+)
+"""h11's words for what it refused (matched at the start of its message, any case), and
+fragbench's: h11 speaks of a "request line" for a bad status line, and quotes the server's
+bytes (up to 64 KiB of them), which no line of fragbench's repeats."""
+
+
+def _misspoke(exc: h11.RemoteProtocolError, *, head: bool) -> str:
+    """What was wrong with a response h11 refused, in fragbench's words (never its quote of
+    the server's bytes); `head`: no status line had been read yet."""
+    said = str(exc).lower()
+    for start, words in _H11_WORDS:
+        if said.startswith(start) or (start == "chunk" and "chunk" in said):
+            return words
+    return ("sent a response head that is not valid HTTP/1.1" if head
+            else "sent a body whose framing is not valid HTTP/1.1")
 
 
 def after_body(sock: socket.socket, exchange: Exchange, conn: h11.Connection) -> None:

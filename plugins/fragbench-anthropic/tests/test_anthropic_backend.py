@@ -226,7 +226,7 @@ STOPS: dict[str, tuple[Any, str, str]] = {
     "priority tier": (ok(service_tier="priority"), "unknown_cost", "'priority' came back"),
     "no cache-read count": (ok(usage={"input_tokens": 10, "cache_creation_input_tokens": 0,
                                       "output_tokens": 5, "service_tier": "standard"}),
-                            "unknown_cost", "lacks input_tokens, cached_tokens"),
+                            "unknown_cost", "has no whole number for input_tokens, cached_tokens"),
     "another model": (ok(model="claude-haiku-4-5-20261201"), "changed_model",
                       "claude-haiku-4-5-20261201"),
 }
@@ -328,8 +328,9 @@ def test_the_contract_declares_the_model_ceiling_all_usage_fields_and_the_tier()
 
 @pytest.mark.parametrize(("change", "says"), [
     ({"model": None}, "model is missing"),
-    ({"max_tokens": "1200"}, "max_tokens has the wrong type (str)"),
-    ({"max_tokens": True}, "max_tokens has the wrong type (bool)"),
+    ({"max_tokens": "1200"},
+     "max_tokens is a string (\"1200\"); write a whole number: max_tokens = 1200"),
+    ({"max_tokens": True}, "max_tokens is a boolean (true); write a whole number"),
     ({"max_tokens": 0}, "max_tokens must be positive, not 0"),
     ({"model": " "}, "model is empty"),
     ({"temperature": 0.5}, "unknown parameter(s) temperature"),

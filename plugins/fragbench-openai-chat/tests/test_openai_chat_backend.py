@@ -224,7 +224,7 @@ STOPS: dict[str, tuple[Any, str, str]] = {
                                   "technical_failure", "HTTP 503"),
     "redirect": (redirect(308, "/v1/chat/completions"), "technical_failure", "not followed"),
     "no completion tokens": (ok(usage={"prompt_tokens": 10, "total_tokens": 10}),
-                             "unknown_cost", "lacks output_tokens"),
+                             "unknown_cost", "has no whole number for output_tokens"),
     "two choices": (ok(), "technical_failure", "one choice"),
     "another model": (ok(model="llama-3-8b"), "changed_model", "'llama-3-8b'"),
 }
@@ -324,13 +324,14 @@ def test_the_contract_declares_max_tokens_as_the_ceiling_and_only_reported_field
 
 @pytest.mark.parametrize(("change", "says"), [
     ({"max_output_tokens": 1200}, "unknown parameter(s) max_output_tokens"),
-    ({"max_tokens": 1.5}, "max_tokens has the wrong type (float)"),
+    ({"max_tokens": 1.5}, "max_tokens is a number with a point (1.5); write a whole number"),
     ({"timeout_seconds": 0}, "timeout_seconds must be positive, not 0"),
     ({"key_env": "VLLM_KEY"}, "key_env 'VLLM_KEY' must be an environment variable name"),
     ({"key_env": "MY API_KEY"}, "must be an environment variable name"),
     ({"temperature": 3}, "temperature must be between 0 and 2"),
-    ({"seed": "1"}, "seed has the wrong type (str)"),
-    ({"reports_cached_tokens": 1}, "reports_cached_tokens has the wrong type (int)"),
+    ({"seed": "1"}, "seed is a string (\"1\"); write a whole number: seed = 1"),
+    ({"reports_cached_tokens": 1},
+     "reports_cached_tokens is a whole number (1); write true or false"),
 ])
 def test_unusable_parameters_are_refused_in_one_sentence(change: dict[str, Any],
                                                          says: str) -> None:

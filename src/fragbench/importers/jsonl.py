@@ -25,7 +25,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from fragbench.corpus_columnar import NotUtf8, jsonl_lines
+from fragbench.corpus_columnar import NotUtf8, group_key_problem, jsonl_lines
 from fragbench.corpus_ids import CASE_ID, CASE_ID_RULE, FACT_ID, FACT_ID_RULE, shown
 from fragbench.errors import CorpusError
 from fragbench.importers.write import Tables, check_out, frames, write_corpus
@@ -113,6 +113,9 @@ def parse(path: Path) -> tuple[Tables, str]:
         if not isinstance(groups, dict) or not all(isinstance(v, str) and v.strip()
                                                    for v in groups.values()):
             raise fail(f"groups is {shown(groups)}, not an object of group key -> string")
+        for key in groups:  # here, where the line is known (the tables are checked later)
+            if (problem := group_key_problem(key)) is not None:
+                raise fail(f"group key {shown(key)} {problem}")
         if keys is None:
             keys = list(groups)
         elif set(groups) != set(keys):
