@@ -672,6 +672,14 @@ def test_the_collector_paces_its_starts(experiment: Path, server: Server,
 
 # -- Stops whatever order the answers come back in --------------------------------------------
 
+def _has_outcome(journal: Path, call_id: str) -> bool:
+    """The journal holds `call_id`'s outcome (whole lines only)."""
+    text = journal.read_bytes().decode("utf-8", "replace") if journal.exists() else ""
+    return any(json.loads(line).get("type") == "outcome"
+               and json.loads(line).get("call_id") == call_id
+               for line in text.splitlines(keepends=True) if line.endswith("\n"))
+
+
 class OutOfOrder:
     """A concurrency-safe session whose call 1 answers only after call 2 has (the order a
     slow first answer gives with calls in flight): call i answers with `models[i]`."""
@@ -679,16 +687,24 @@ class OutOfOrder:
     endpoint = "scripted"
     concurrent = True
 
-    def __init__(self, models: dict[str, str | None]) -> None:
+    def __init__(self, models: dict[str, str | None], journal: Path) -> None:
         self.models = models
         """None: the call fails (an HTTP 500)."""
+        self.journal = journal
         self.second = threading.Event()
 
     def send(self, request: Any) -> Any:
         from fragbench.interfaces import BackendFailure, Reply
 
         if request.call_id == "c0":
+            # Call 2's outcome on disk, not only its reply returned: released any earlier,
+            # call 1 could be recorded first on a loaded machine, and the order under test
+            # would not be the one the test asserts.
             assert self.second.wait(PATIENCE)
+            deadline = time.monotonic() + PATIENCE
+            while not _has_outcome(self.journal, "c1"):
+                assert time.monotonic() < deadline, "call 2's outcome never reached the journal"
+                time.sleep(0.01)
         if self.models[request.call_id] is None:
             self.second.set()
             raise BackendFailure("http_error", "HTTP 500 from the API", http_status=500)
@@ -720,7 +736,8 @@ def test_the_first_model_is_the_lowest_seq_answer_not_the_first_to_arrive(tmp_pa
                             concurrency=Concurrency(max_in_flight=2))
     calls = [planned(i) for i in range(4)]
     journal = Journal(tmp_path / "journal.jsonl")
-    session = OutOfOrder({"c0": "m", "c1": "m-2026-09-30", "c2": "m", "c3": "m"})
+    session = OutOfOrder({"c0": "m", "c1": "m-2026-09-30", "c2": "m", "c3": "m"},
+                         tmp_path / "journal.jsonl")
     stop = collect(calls, {c.seq: Decimal(1) for c in calls}, session, backend, journal, None)
     journal.close()
     assert stop is not None and (stop.reason, stop.seq) == ("changed_model", 2)
@@ -744,7 +761,8 @@ def test_the_recorded_stop_is_the_lowest_seq_not_the_first_met(tmp_path: Path) -
                             concurrency=Concurrency(max_in_flight=2))
     calls = [planned(i) for i in range(4)]
     journal = Journal(tmp_path / "journal.jsonl")
-    session = OutOfOrder({"c0": "other", "c1": None, "c2": "m", "c3": "m"})
+    session = OutOfOrder({"c0": "other", "c1": None, "c2": "m", "c3": "m"},
+                         tmp_path / "journal.jsonl")
     stop = collect(calls, {c.seq: Decimal(1) for c in calls}, session, backend, journal, None)
     journal.close()
     assert stop is not None and (stop.reason, stop.seq) == ("changed_model", 1)
