@@ -289,6 +289,26 @@ def test_a_folder_holds_one_whole_format(toml_cases: list[Case], tmp_path: Path)
         load_corpus([damaged])
 
 
+def test_any_error_reading_a_parquet_corpus_is_one_line_naming_the_file(
+        toml_cases: list[Case], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review finding 8: an error Polars raises on damaged bytes that `tables.PARQUET_ERRORS`
+    does not list (a type a later Polars adds; a ValueError here) is still one line naming
+    the file and the error's type, never a traceback. The fault is injected: no bytes are
+    known that make this Polars raise such a type."""
+    folder = write(tmp_path / "c", *columnar(toml_cases))
+
+    def unlisted(*args: object, **kwargs: object) -> pl.DataFrame:
+        raise ValueError("an error type Polars may raise on damaged bytes")
+
+    monkeypatch.setattr(pl, "read_parquet", unlisted)
+    with pytest.raises(CorpusError) as caught:
+        load_corpus([folder])
+    message = str(caught.value)
+    assert message.startswith(f"{folder / 'cases.parquet'}: is not a readable Parquet file "
+                              "(ValueError); fix the corpus file"), message
+    assert "\n" not in message
+
+
 def test_id_rules_read_alike_in_python_and_polars() -> None:
     """One rule, two engines: Python's `re` (TOML cases, the importers) and Polars' (columnar
     folders) accept exactly the same IDs."""

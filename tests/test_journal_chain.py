@@ -8,7 +8,11 @@
   last whole line and names the torn bytes, and an edit of either is refused;
 - a journal written before the chain (no record carries it) is read, with a note; a journal
   that mixes chained and unchained records is refused;
-- a write that failed (a short write on a full disk) is closed by a repair at the next append.
+- a write that failed (a short write on a full disk) is closed by a repair at the next append;
+- a journal stripped of its chain (every `prev` and `sha256` removed, then edited) is refused
+  by `measure` when series.json, the header or the budget's ledger (file or server) says it was
+  written chained; an earlier fragbench's series, with none of them saying so, is read with the
+  note, even when its ledger knows the series.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from test_journal import file_size_limit
 from fragbench.errors import EXIT_REFUSED, SeriesError
 from fragbench.journal import (
     CHAIN_FIELDS,
+    CHAINED,
+    FORMAT_FIELD,
     GENESIS,
     Journal,
     chain,
@@ -34,6 +40,7 @@ from fragbench.journal import (
     line_hash,
     read_journal,
 )
+from fragbench.ledger import ledger_for, record_text
 
 Lines = list[bytes]
 RESTORE = "the journal was altered or damaged: restore it from your backup"
@@ -282,8 +289,11 @@ def test_a_journal_altered_after_a_failed_write_is_a_write_that_fails(tmp_path: 
 # Journals written before the chain ---------------------------------------------------------
 
 
-def unchained(lines: Lines) -> Lines:
-    return [json.dumps({k: v for k, v in json.loads(line).items() if k not in CHAIN_FIELDS}
+def unchained(lines: Lines, marker: bool = True) -> Lines:
+    """The lines with their chain fields removed (and, without `marker`, the header's
+    `"journal": "chained"`): what a stripper's sed leaves."""
+    drop = CHAIN_FIELDS if marker else (*CHAIN_FIELDS, FORMAT_FIELD)
+    return [json.dumps({k: v for k, v in json.loads(line).items() if k not in drop}
                        ).encode() for line in lines]
 
 
@@ -353,15 +363,123 @@ def test_measure_refuses_a_tampered_journal_and_rebuilds_nothing(experiment: Pat
     assert "note:" not in measured.stdout  # a chained journal: nothing to say
 
 
+def as_before_the_chain(series_dir: Path) -> None:
+    """A series as an earlier fragbench wrote it: no chain field in any journal line, and no
+    `"journal": "chained"` in series.json or in the journal's header."""
+    path = series_dir / "journal.jsonl"
+    write(path, unchained(path.read_bytes().split(b"\n")[:-1], marker=False))
+    drop_marker(series_dir / "series.json")
+
+
+def drop_marker(path: Path) -> None:
+    info = json.loads(path.read_text(encoding="utf-8"))
+    assert info.pop(FORMAT_FIELD) == CHAINED
+    path.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+
+
 def test_measure_reads_a_series_recorded_before_the_chain_and_says_so(extractive: Path
                                                                        ) -> None:
     """A careful user's paid series from an earlier fragbench: its journal, with no chain
-    field in any line, is read and rebuilt as before, and `measure` and `report` say that its
-    edits cannot be detected."""
+    field in any line (nor the marker a chaining fragbench writes), is read and rebuilt as
+    before, and `measure` and `report` say that its edits cannot be detected."""
     path = extractive / "journal.jsonl"
-    write(path, unchained(path.read_bytes().split(b"\n")[:-1]))
+    as_before_the_chain(extractive)
     for command in ("measure", "report"):
         ran = run_cli(command, str(extractive))
         assert ran.returncode == 0, ran.stderr
         (note,) = [line for line in ran.stdout.splitlines() if line.startswith("note:")]
         assert str(path) in note and "written before the journal was chained" in note
+
+
+# A chain stripped from every line (finding 2 of the review) ---------------------------------
+
+STRIPPED = "carries no chain (no line holds prev or sha256), but "
+WITNESSES = {
+    # What the stripper removed besides the chain -> what still says it was chained.
+    "only the chain": "series.json says it was written chained",
+    "the chain and the header's marker": "series.json says it was written chained",
+    "the chain and series.json's marker": "is the header of a chained journal",
+}
+
+
+def stripped_and_edited(series_dir: Path, removed: str) -> None:
+    """The chain removed from every line (and what `removed` names), then one outcome's
+    status edited: the edit the chain exists to catch."""
+    path = series_dir / "journal.jsonl"
+    lines = unchained(path.read_bytes().split(b"\n")[:-1],
+                      marker=removed != "the chain and the header's marker")
+    at = index(lines, "outcome")
+    record = json.loads(lines[at])
+    record["status"] = "complete" if record["status"] != "complete" else "completed"
+    write(path, [*lines[:at], json.dumps(record).encode(), *lines[at + 1:]])
+    if removed == "the chain and series.json's marker":
+        drop_marker(series_dir / "series.json")
+
+
+def refused_by_measure(series_dir: Path, witness: str, env: dict[str, str] | None = None
+                       ) -> None:
+    kept = (series_dir / "calls.parquet").read_bytes()
+    measured = run_cli("measure", str(series_dir), env=env)
+    assert measured.returncode == EXIT_REFUSED, measured.stdout
+    (error,) = error_lines(measured.stderr)
+    assert f"{series_dir / 'journal.jsonl'}: " in error and witness in error, error
+    assert "restore it from your backup" in error, error
+    assert (series_dir / "calls.parquet").read_bytes() == kept  # nothing rebuilt
+
+
+@pytest.mark.parametrize("removed", WITNESSES)
+def test_measure_refuses_a_journal_stripped_of_its_chain(extractive: Path, removed: str
+                                                         ) -> None:
+    """Stripping `prev` and `sha256` from every line does not pass an edited journal off as
+    an earlier fragbench's: series.json (written before the journal) or the journal's header
+    still says it was chained, and `measure` exits 4 in one line naming the journal."""
+    stripped_and_edited(extractive, removed)
+    refused_by_measure(extractive, WITNESSES[removed])
+
+
+@pytest.mark.parametrize("store", ["file", "server"])
+def test_measure_refuses_a_stripped_chain_the_budget_ledger_vouches_for(
+        experiment: Path, server: Server, store: str, request: pytest.FixtureRequest) -> None:
+    """A priced series stripped of its chain and of both markers (series.json and header):
+    the budget's ledger, shared by the budget's series and chained itself, still holds the
+    series' `series` record saying it was written chained, in the file store and on a
+    PostgreSQL server alike."""
+    if store == "server":
+        request.getfixturevalue("ledger_url")
+    result, series_dir = collect(experiment, server)
+    assert result.returncode == 0, result.stderr
+    stripped_and_edited(series_dir, "the chain and series.json's marker")
+    path = series_dir / "journal.jsonl"
+    write(path, unchained(path.read_bytes().split(b"\n")[:-1], marker=False))
+    budget = json.loads((series_dir / "series.json").read_text(encoding="utf-8"))["budget"]
+    ledger = ledger_for(budget).where
+    assert ("postgresql://" in ledger) is (store == "server")
+    refused_by_measure(series_dir, f"the budget's ledger {ledger} records it as written "
+                       "chained")
+
+
+def test_measure_reads_an_earlier_priced_series_its_ledger_knows_without_the_marker(
+        experiment: Path, server: Server) -> None:
+    """An earlier fragbench's priced series: the budget's ledger knows the series (its
+    `series` record and reservations), but, written before the chain, its `series` record
+    says nothing of the journal. Knowing the series is no witness: it is read with the note.
+    """
+    result, series_dir = collect(experiment, server)
+    assert result.returncode == 0, result.stderr
+    as_before_the_chain(series_dir)
+    budget = json.loads((series_dir / "series.json").read_text(encoding="utf-8"))["budget"]
+    ledger = Path(ledger_for(budget).where)
+    records, prev = [], GENESIS  # the ledger as that fragbench wrote it: no marker, chained
+    for line in ledger.read_bytes().split(b"\n")[:-1]:
+        record = json.loads(line)
+        if record["type"] == "series":
+            assert record.pop(FORMAT_FIELD) == CHAINED
+        record["prev"] = prev
+        records.append(record_text(record))
+        prev = line_hash(records[-1])
+    ledger.write_bytes(b"".join(raw + b"\n" for raw in records))
+    assert run_cli("ledger", "verify", budget).returncode == 0  # a ledger a run accepts
+    measured = run_cli("measure", str(series_dir))
+    assert measured.returncode == 0, measured.stderr
+    (note,) = [line for line in measured.stdout.splitlines() if line.startswith("note:")]
+    assert "written before the journal was chained" in note

@@ -25,7 +25,7 @@ from test_journal import file_size_limit
 import fragbench
 from fragbench.compare import SkippedSeries
 from fragbench.errors import EXIT_REFUSED, EXIT_STOPPED, SeriesError
-from fragbench.journal import CHAIN_FIELDS, chain, read_journal
+from fragbench.journal import CHAIN_FIELDS, FORMAT_FIELD, chain, read_journal
 
 AT = "2026-01-01T00:00:00.000+00:00"
 BASE: list[dict[str, Any]] = [
@@ -153,11 +153,15 @@ def rewrite(series_dir: Path, lines: list[str]) -> None:
 
 def rewrite_unchained(series_dir: Path, lines: list[str]) -> None:
     """The journal as `lines` with no chain fields, as a fragbench before the chain wrote it
-    (JSON escapes for what is not ASCII)."""
-    records = [{k: v for k, v in json.loads(line).items() if k not in CHAIN_FIELDS}
-               for line in lines]
+    (JSON escapes for what is not ASCII), and series.json without the chaining fragbench's
+    `"journal": "chained"` (in the header too), which would refuse it."""
+    records = [{k: v for k, v in json.loads(line).items()
+                if k not in (*CHAIN_FIELDS, FORMAT_FIELD)} for line in lines]
     (series_dir / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records),
                                               encoding="utf-8")
+    info = json.loads((series_dir / "series.json").read_text(encoding="utf-8"))
+    info.pop(FORMAT_FIELD, None)
+    (series_dir / "series.json").write_text(json.dumps(info), encoding="utf-8")
 
 
 def first_outcome(lines: list[str]) -> int:

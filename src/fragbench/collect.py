@@ -17,8 +17,11 @@ while the journal can (its server down, restarted, or silent past its bound,
 `fragbench.ledger_pg.ledger_timeout`; its file's disk full) is not a full disk: nothing more
 is sent, the calls in flight are awaited within their deadline and their bodies and outcomes
 journaled (answers paid for are kept), the ledger counting each of them at its whole
-reservation (their outcomes cannot reach it; a `fragbench ledger show` later shows them as
-open reservations), and the series stops as cannot_record. A call whose thread cannot be started
+reservation (their outcomes cannot reach it: `fragbench ledger show` lists them as open
+reservations), and the series stops as cannot_record. Nothing reconnects to the ledger on its
+own: once it can be written again, `fragbench ledger settle SERIES_DIR` appends those
+outcomes from the chain-checked journal (`fragbench.ledger.settle`); until then they stay
+open, over-counting the budget, never under-counting it. A call whose thread cannot be started
 (`Thread.start` raises: the system's thread limit) was never sent: it is recorded so (counted
 at zero, `never_sent`), and the series stops there as a technical failure, the calls in flight
 awaited and recorded as at any stop. An unexpected exception (a bug in fragbench, or in a
@@ -100,7 +103,7 @@ from fragbench.errors import FragbenchError
 from fragbench.interfaces import COST_FIELDS, SNAPSHOT, BackendFailure, Reply, Session, Usage
 from fragbench.interruption import Interruption
 from fragbench.journal import Journal
-from fragbench.ledger import Ledger
+from fragbench.ledger import LEDGER_FIELDS, Ledger
 from fragbench.pacing import Pacer
 from fragbench.plan import PlannedCall
 from fragbench.transport import NEVER_SENT, RESPONSES_USAGE, Absent, shown, usage_places, whole
@@ -167,9 +170,6 @@ class Progress:
     done: int | None = None
     """How many calls have their outcome recorded, this one included (with calls in flight,
     outcomes come in any order: `seq` says which call, `done` how far the series is)."""
-
-
-LEDGER_FIELDS = ("type", "call_id", "seq", "reserved_usd", "status", "cost_usd", "counted_usd")
 
 
 @attrs.frozen
@@ -442,9 +442,14 @@ def collect(
     state = _Collection(calls, reservations, session, backend, journal, book, on_progress,
                         bounds, interruption or Interruption(), notice, pacer)
     try:
-        return state.run()
-    except _LedgerLost as exc:  # the journal can still keep the answers in flight
-        return state.without_ledger(exc.cause)
+        try:
+            return state.run()
+        except _LedgerLost as exc:  # the journal can still keep the answers in flight
+            # Inside the outer try, not a sibling clause: whatever escapes the wait for the
+            # calls in flight (a worker's KeyboardInterrupt, a bug while recording) is then
+            # salvaged or given up below, so that no call is left listening once the caller
+            # closes the journal.
+            return state.without_ledger(exc.cause)
     except (OSError, FragbenchError) as exc:  # a full disk
         return state.cannot_record(exc)
     except _NotRecorded as exc:  # a body that arrived and could not be journaled
@@ -556,7 +561,8 @@ class _Collection:
         """Why the budget's ledger cannot be written, once it cannot: from then on outcomes go
         to the journal only, and nothing starts."""
         self.lost_outcome = False
-        """The write the ledger refused was an outcome (of `current`, journaled)."""
+        """The write the ledger refused was the outcome of a call that was sent (`current`,
+        journaled with its answer)."""
         self.by_seq = {c.seq: c for c in calls}
         self.still_planned = [Decimal(0)] * (len(calls) + 1)
         """What calls[index:] reserve, by index: summed once, so that a start's check does
@@ -604,7 +610,9 @@ class _Collection:
             self.book.record(entry)
         except (OSError, FragbenchError) as exc:
             self.ledger_lost = exc
-            self.lost_outcome = entry["type"] == "outcome"
+            # An outcome of a call that was sent, whose answer is journaled: a call never sent
+            # (interrupted at its reservation, its thread not started) has no answer to keep.
+            self.lost_outcome = entry["type"] == "outcome" and not entry.get("never_sent")
             raise _LedgerLost(exc) from exc
 
     def stop_here(self, stop: Stop) -> Stop:
@@ -644,7 +652,8 @@ class _Collection:
                 f"the {len(done)} calls in flight ({', '.join(map(str, done))}) are"
             detail += f"; {them} in the journal, answers and all"
         detail += ("; the ledger counts every call whose outcome it lacks at its reservation "
-                   "(`fragbench ledger show` lists them as open reservations)")
+                   "until `fragbench ledger settle` on the series folder, once the ledger can "
+                   "be written, gives it their outcomes from the journal")
         stop = Stop("cannot_record", self.journal.redactor.text(detail), call.id, call.seq,
                     abandoned=bool(left))
         self.write_stop(stop)

@@ -42,6 +42,7 @@ import polars as pl
 
 from fragbench.errors import UsageError, first_line
 from fragbench.retrieval import TIE_DECIMALS
+from fragbench.tables import PARQUET_ERRORS, parquet_problem
 
 SENTENCE_COLUMNS = {"passage": pl.String, "position": "integer", "lang": pl.String,
                     "text": pl.String}
@@ -81,8 +82,6 @@ def unreadable(what: str, source: Any, exc: BaseException, fix: str) -> UsageErr
     readable Parquet file (`tables.parquet_problem`: damaged, truncated or not Parquet, its
     footer or its data), with what to do about it; a JSON lines file or a frame "cannot be
     read", the first line of Polars' words, then `fix`."""
-    from fragbench.tables import parquet_problem
-
     name = source if isinstance(source, str | Path) else "the frame"
     if isinstance(source, str | Path) and Path(source).suffix == ".parquet":
         return UsageError(f"{what} {name}: {parquet_problem(exc)}; check that it is the file "
@@ -93,8 +92,6 @@ def unreadable(what: str, source: Any, exc: BaseException, fix: str) -> UsageErr
 
 def _checked(frame: pl.LazyFrame, columns: dict[str, Any], what: str, source: Any
              ) -> pl.LazyFrame:
-    from fragbench.tables import PARQUET_ERRORS
-
     name = source if isinstance(source, str | Path) else "the frame"
     try:
         schema = frame.collect_schema()
@@ -145,8 +142,6 @@ def _check_values(source: Any, frame: pl.LazyFrame, columns: list[str], required
     file when a value of `columns` cannot be read as its column's type (JSON lines: every
     value is read; Parquet: only the `required` columns) or a row lacks a value in one of the
     `required` columns (how many rows, and the first, counting from 1)."""
-    from fragbench.tables import PARQUET_ERRORS
-
     name = source if isinstance(source, str | Path) else "the frame"
     strict = _strict(source, frame)
     read = columns if strict is not None else required

@@ -147,6 +147,9 @@ def check_sweep_out(out: Path, sweep: Sweep) -> None:
     """Refuse, before any work, a sweep's --out that cannot be its folder of tables (or a
     scorer name that cannot be part of a file name)."""
     for name in sweep.scorers:
+        # Not config.FILE_NAME (64): a scorer is a plugin's name, not an id of ours, and only
+        # a part of the file name (`table_name` adds at most 54 characters), so a longer one
+        # that works in a sweep today stays allowed; 100 keeps the whole name under 255 bytes.
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
             raise UsageError(f"--scorer {name!r}: this name cannot name a sweep's table file "
                              "(letters, digits, '.', '_', '-'); sweep it alone with --out "

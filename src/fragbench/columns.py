@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 MONEY_DECIMALS = 18
 """The scale of every money column: the config refuses prices whose per-token amount is not
 exact at it, so that every cost is."""
@@ -9,6 +11,11 @@ MONEY_PRECISION = 38
 """The most a Parquet 128-bit decimal holds: 20 integer digits beside the scale."""
 MONEY_SCALE = MONEY_DECIMALS  # the config refuses prices that are not exact at this scale
 MONEY_TYPE = f"Decimal({MONEY_PRECISION}, {MONEY_SCALE}), exact"
+PLAIN_AMOUNT = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
+"""An amount as `fragbench.budget.usd` writes it and a config, a journal or a ledger holds it:
+ASCII digits, maybe a point and more; never a sign, an exponent, a space, an underscore or
+another script's digits (all of which Decimal() reads). `fullmatch` it. Here, with the money
+columns, because config, journal and ledger all import this module and it imports none."""
 
 ANSWERED = ("completed", "incomplete")
 """The call statuses that brought back an answer (kept, measured, collection goes on); any

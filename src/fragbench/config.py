@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from fragbench.columns import MONEY_DECIMALS
+from fragbench.columns import MONEY_DECIMALS, PLAIN_AMOUNT
 from fragbench.corpus import Case, load_corpus
 from fragbench.errors import ConfigError, FragbenchError, PluginError
 from fragbench.interfaces import Contract
@@ -232,8 +232,7 @@ class _Reader:
         value = self.get(key, (int, float, str))
         # Decimal() also reads other scripts' digits ("١٠", "１０"), "1_0", spaces and
         # exponents in a string: an amount is written with 0-9, maybe a point and decimals.
-        plain = not isinstance(value, str) or re.fullmatch(r"[0-9]+(\.[0-9]+)?", value,
-                                                           re.ASCII) is not None
+        plain = not isinstance(value, str) or PLAIN_AMOUNT.fullmatch(value) is not None
         try:
             amount = Decimal(str(value))
         except InvalidOperation:

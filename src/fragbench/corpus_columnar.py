@@ -37,6 +37,7 @@ from fragbench.corpus_ids import (
     shown,
 )
 from fragbench.errors import CorpusError
+from fragbench.tables import PARQUET_ERRORS, parquet_problem
 
 FORMATS = {"parquet": ("cases.parquet", "sentences.parquet"),
            "jsonl": ("cases.jsonl", "sentences.jsonl")}
@@ -121,12 +122,14 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def _read_parquet(path: Path, raw: bytes) -> pl.DataFrame:
-    from fragbench.tables import PARQUET_ERRORS, parquet_problem
-
     try:
         return pl.read_parquet(io.BytesIO(raw))
     except PARQUET_ERRORS as exc:  # the bytes are in memory: a damaged file, never the disk
         raise _fail(path, parquet_problem(exc)) from None
+    except Exception as exc:  # any other error Polars raises on damaged bytes
+        # (a type PARQUET_ERRORS does not list, one a later Polars adds): still one line
+        # naming the file, never a traceback.
+        raise _fail(path, f"is not a readable Parquet file ({type(exc).__name__})") from None
 
 
 class NotUtf8(ValueError):

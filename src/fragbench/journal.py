@@ -42,6 +42,9 @@ A journal written by an earlier fragbench, before the chain, holds no chain fiel
 is read as before, unchained, and `chain_note` says so (`measure` and `report` print it), since
 no edit to it can be detected. A journal whose first record carries the chain and some later
 one does not, or the reverse, is refused at that line; such a journal is never appended to.
+A chaining fragbench says so (`FORMAT_FIELD`) in the header, in series.json and in the budget
+ledger's `series` record: a journal stripped of its chain is refused when any of them says so
+(the header here, the others by `fragbench.series.refuse_stripped_chain`).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from fragbench.bounded_json import depth
-from fragbench.columns import MONEY_PRECISION, MONEY_SCALE
+from fragbench.columns import MONEY_PRECISION, MONEY_SCALE, PLAIN_AMOUNT
 from fragbench.errors import SeriesError
 from fragbench.redact import Redactor
 
@@ -82,6 +85,12 @@ GENESIS = "0" * 64
 """The `prev` of a chain's first record (a journal's, a ledger's): no line comes before it."""
 CHAIN_FIELDS = ("prev", "sha256")
 """What a chained record holds beyond its own fields: first `prev`, last `sha256`."""
+FORMAT_FIELD, CHAINED = "journal", "chained"
+"""Where a series written by a chaining fragbench says its journal is chained
+(`"journal": "chained"`): series.json, the journal's header and the budget ledger's `series`
+record. A journal with no chain is read as an earlier fragbench's only when none of them says
+so (`fragbench.series.refuse_stripped_chain`): stripping the chain from every line is not
+enough to pass an edited journal off as one written before the chain."""
 _SEAL_OPEN = b', "sha256": "'
 _SEAL_LEN = len(_SEAL_OPEN) + 64 + len(b'"}')
 _HEX64 = re.compile(rb"[0-9a-f]{64}")
@@ -373,9 +382,6 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-_PLAIN_DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?")
-"""How `fragbench.budget.usd` writes an amount: digits, maybe a point and more; never a sign,
-an exponent, a space or an underscore."""
 _TEXT = "text or null"
 _WHAT = {"received": "a received body", "outcome": "an outcome"}
 
@@ -414,7 +420,8 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 _FIELDS: dict[str, dict[str, str]] = {
     "header": {"experiment": "text", "series": "text", "series_uid": "text", "backend": "text",
-               "budget": "text", "plan_sha256": "text", "calls": "count"},
+               "budget": "text", "plan_sha256": "text", "calls": "count",
+               FORMAT_FIELD: "text"},
     "reserve": {},
     "received": {"http_status": "http_status", "raw": "text"},
     "outcome": {"failure": "text", "http_status": "http_status", "error": "text",
@@ -526,7 +533,7 @@ class _Reader:
         value = record.get(field)
         if value is None and nullable:
             return
-        plain = isinstance(value, str) and _PLAIN_DECIMAL.fullmatch(value) is not None
+        plain = isinstance(value, str) and PLAIN_AMOUNT.fullmatch(value) is not None
         if not plain or exact_money(value) is None:
             raise self.fail(number, record, f"has {field} {_shown(value)}, not {MONEY_TEXT}"
                             + (" (or null)" if nullable else ""))
@@ -570,6 +577,11 @@ class _Reader:
     def _header(self, number: int, record: dict[str, Any]) -> None:
         if self.seen_records:
             raise self.fail(number, record, "is a header after the journal's first record")
+        if not self.chained and record.get(FORMAT_FIELD) is not None:
+            # Written by a chaining fragbench, yet no line carries the chain: it was stripped.
+            raise self.fail(number, record, f"is the header of a chained journal ("
+                            f"{FORMAT_FIELD}: {_shown(record.get(FORMAT_FIELD))}), yet no line "
+                            "carries the chain (prev, sha256): it was stripped")
 
     def _reserve(self, number: int, record: dict[str, Any]) -> None:
         cid = self._call(number, record)

@@ -41,13 +41,13 @@ import errno
 import fcntl
 import json
 import os
-import re
 from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from fragbench.budget import usd
+from fragbench.columns import PLAIN_AMOUNT
 from fragbench.config import Budget
 from fragbench.errors import FragbenchError
 from fragbench.journal import GENESIS, fsync_dir, make_dirs, now
@@ -58,6 +58,9 @@ LEDGER_ENV = "FRAGBENCH_LEDGER_DIR"
 LEDGER_URL_ENV = "FRAGBENCH_LEDGER_URL"
 KINDS = ("budget", "series", "reserve", "outcome", "repair", "moved")
 """Every record type a ledger may hold."""
+LEDGER_FIELDS = ("type", "call_id", "seq", "reserved_usd", "status", "cost_usd", "counted_usd")
+"""A journal record's fields the ledger copies (with the series' name and uid): accounting
+only, never an answer or a body."""
 
 
 class LedgerError(FragbenchError):
@@ -139,17 +142,13 @@ def _is_repair(record: Any) -> bool:
 
 def _amount(value: Any) -> Decimal | None:
     """A non-negative finite decimal written as a string, or None when it is not one."""
-    if not isinstance(value, str) or _PLAIN.fullmatch(value) is None:
+    if not isinstance(value, str) or PLAIN_AMOUNT.fullmatch(value) is None:
         return None  # Decimal() would also read "١٢", "1_2", " 12" and "1e2"
     try:
         amount = Decimal(value)
     except InvalidOperation:
         return None
     return amount if amount.is_finite() and amount >= 0 else None
-
-
-_PLAIN = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
-"""An amount as `fragbench.budget.usd` writes it: ASCII digits, maybe a point and more."""
 
 
 class LedgerBase:
@@ -566,3 +565,55 @@ class Ledger(LedgerBase):
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class Settled(NamedTuple):
+    """What `settle` did for one series."""
+
+    appended: list[str]
+    """Call ids whose outcomes it appended, in the journal's order."""
+    counted: Decimal
+    """What those outcomes count (the journal's counted_usd)."""
+    released: Decimal
+    """What their reservations counted before."""
+    still_open: list[str]
+    """Call ids still open in the ledger: the journal holds no counted outcome for them (a
+    call abandoned in flight, or cut short by a crash): they stay at their reservations."""
+
+
+def settle(ledger: LedgerBase, series_uid: str, series: str,
+           records: list[dict[str, Any]]) -> Settled:
+    """Give the ledger the outcomes it lacks of series `series_uid`, from the series' journal
+    (`records`, read and chain-checked by `fragbench.journal.read_journal`): the outcomes of
+    calls the ledger still counts at their reservations because its write failed (a server
+    down or silent, a full disk) while the journal kept them.
+
+    The ledger must be open. Under its lock, brought up to date: for every reservation of the
+    series the ledger holds open whose outcome the journal holds with an amount, that
+    outcome's ledger copy (`LEDGER_FIELDS`, the journal's counted_usd), each appended as any
+    run's (checked first: never a second outcome, never one without its reservation). Refused
+    with nothing written when the journal reserves a call at another amount than the ledger
+    does (then the two are not one series' records). Run again, it appends nothing."""
+    reserved = {r["call_id"]: r for r in records if r.get("type") == "reserve"}
+    outcomes = {r["call_id"]: r for r in records if r.get("type") == "outcome"}
+    appended: list[str] = []
+    counted = released = Decimal(0)
+    with ledger.locked():
+        open_ = {call: amount for (uid, call), amount in ledger.open_reservations().items()
+                 if uid == series_uid}
+        for call, amount in open_.items():
+            mine = reserved.get(call)
+            if mine is not None and _amount(mine.get("reserved_usd")) != amount:
+                raise LedgerError(
+                    f"ledger {ledger.where}: reserves call {call} of series {series_uid} at "
+                    f"{usd(amount)} USD, its journal at {mine.get('reserved_usd')} USD: they "
+                    "are not the records of one series; nothing was written.")
+        for call, outcome in outcomes.items():
+            if call not in open_ or outcome.get("counted_usd") is None:
+                continue
+            ledger.append({k: outcome[k] for k in LEDGER_FIELDS if k in outcome}
+                          | {"series": series, "series_uid": series_uid})
+            appended.append(call)
+            counted += Decimal(outcome["counted_usd"])
+            released += open_[call]
+    return Settled(appended, counted, released, sorted(set(open_) - set(appended)))

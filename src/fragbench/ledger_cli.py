@@ -1,7 +1,9 @@
-"""`fragbench ledger show|verify|move`: a budget's ledger read, audited and moved, in either store.
+"""`fragbench ledger show|verify|move|settle`: a budget's ledger read, audited, moved and
+settled, in either store.
 
 The store is the one a run would use (`fragbench.ledger.ledger_for`: FRAGBENCH_LEDGER_URL's
-server, else the file store). Reading never writes. A ledger is read as a run reads it (chain,
+server, else the file store). Reading never writes; `settle` appends only what a series'
+journal holds and the ledger lacks. A ledger is read as a run reads it (chain,
 genesis, amounts, each call's reservation and outcome), except that one moved to a server is
 read rather than refused. Imports of the ledger stores (and psycopg) happen inside the
 commands, so `fragbench --help` stays fast.
@@ -10,6 +12,7 @@ commands, so `fragbench --help` stays fast.
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -17,7 +20,8 @@ import typer
 if TYPE_CHECKING:
     from fragbench.ledger import LedgerBase
 
-ledger_app = typer.Typer(help="Show, audit and move a budget's ledger (in either store).",
+ledger_app = typer.Typer(help="Show, audit, move and settle a budget's ledger (in either "
+                         "store).",
                          no_args_is_help=True)
 
 BudgetArg = Annotated[str, typer.Argument(
@@ -31,13 +35,12 @@ def _say(text: str) -> None:
 
 
 def _check_id(budget: str) -> None:
-    import re
-
+    from fragbench.config import file_name_problem  # the config's rule for a budget id
     from fragbench.errors import UsageError
 
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", budget):
-        raise UsageError(f"budget {budget!r} is not a budget id (up to 64 letters, digits, '.', "
-                         "'_' and '-', as in a config's [budget] id).")
+    if (problem := file_name_problem(budget)) is not None:
+        raise UsageError(f"BUDGET is not a budget id: it {problem}, as a config's [budget] id "
+                         "is (it names the budget's ledger file).")
 
 
 def _read(budget: str, kept: bool) -> tuple[LedgerBase, Exception | None]:
@@ -194,3 +197,109 @@ def move(budget: BudgetArg, to: ToOption = None) -> None:
     _say(f"ledger {source.where}: {done}, {moved.ledger.records} records, chain intact (head "
          f"sha256 {moved.ledger.head}); set FRAGBENCH_LEDGER_URL to that server (and unset "
          f"{LEDGER_ENV}) for every run drawing on budget {budget}.")
+
+
+SeriesArg = Annotated[Path, typer.Argument(
+    help="A series folder, as `fragbench run` wrote it (OUT/EXPERIMENT/SERIES, holding "
+         "journal.jsonl).", show_default=False)]
+
+
+def _series_lock(series_dir: Path) -> int:
+    """A descriptor holding the series folder's lock (`fragbench run` holds it while it
+    collects): a series being collected is not settled under it."""
+    import fcntl
+    import os
+
+    from fragbench.errors import SeriesError
+
+    fd = os.open(series_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SeriesError(f"{series_dir}: a run is collecting this series right now; settle "
+                          "it once the run has ended (nothing was written).") from None
+    return fd
+
+
+def _series_header(series_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The series' journal, read and chain-checked, and its header."""
+    from fragbench.errors import SeriesError
+    from fragbench.journal import JOURNAL_FILE, chain_note, read_journal
+
+    path = series_dir / JOURNAL_FILE
+    if series_dir.is_symlink() or not series_dir.is_dir() or not path.is_file():
+        raise SeriesError(f"{series_dir}: is not a series folder (no {JOURNAL_FILE} in it); "
+                          "give the folder `fragbench run` wrote, OUT/EXPERIMENT/SERIES "
+                          "(nothing was written).")
+    if chain_note(path) is not None:
+        # A series that needs settling was written by a chaining fragbench (the lost-ledger
+        # path came with the chain): an unchained journal here is one stripped of its chain,
+        # whose outcomes nothing vouches for, and none of them goes into a shared ledger.
+        raise SeriesError(f"{path}: is not chained (no record carries prev or sha256), so "
+                          "its outcomes cannot be checked; settle only takes a journal a "
+                          "chaining fragbench wrote: restore it from your backup (nothing was "
+                          "written).")
+    records = read_journal(path)
+    header = records[0] if records and records[0].get("type") == "header" else {}
+    if not isinstance(header.get("series_uid"), str) or not header["series_uid"]:
+        raise SeriesError(f"{path}: opens with no header naming its series; it is not a "
+                          "journal `fragbench run` wrote (nothing was written).")
+    return records, header
+
+
+@ledger_app.command()
+def settle(series_dir: SeriesArg) -> None:
+    """Give the ledger the outcomes a series journaled while the ledger could not be written.
+
+    A run whose ledger failed (its server down, restarted or silent past
+    FRAGBENCH_LEDGER_TIMEOUT; its file's disk full) kept the answers in
+    flight in its journal, and the ledger counts those calls at their whole
+    reservations. Once the ledger can be written again, this appends, under
+    its lock, the journal's outcome of each call of the series the ledger
+    still holds open (its counted amount), checked as any run's append. Run
+    again, it appends nothing. Refused while a run collects the series; the
+    store is the one a run would use."""
+    import os
+
+    from fragbench.budget import usd
+    from fragbench.ledger import LedgerError, ledger_for
+    from fragbench.ledger import settle as do_settle
+    from fragbench.redact import Redactor
+
+    fd = _series_lock(series_dir)
+    try:
+        records, header = _series_header(series_dir)
+        uid, budget = header["series_uid"], header.get("budget")
+        name = str(header.get("series") or uid)
+        if budget is None:
+            _say(f"series {name} ({series_dir}) draws on no budget: nothing to settle.")
+            return
+        _check_id(str(budget))
+        ledger = ledger_for(str(budget)).load()
+        if not ledger.exists() or ledger.records == 0:
+            raise LedgerError(f"ledger {ledger.where}: holds no record of budget {budget!r} "
+                              f"(in the store {ledger.store}; {ledger.store_help}); nothing "
+                              "was written.")
+        if uid not in ledger.series:
+            _say(f"ledger {ledger.where}: holds no reservation of series {name} ({uid}): "
+                 f"nothing to settle (a run drawing on another store? {ledger.store_help}).")
+            return
+        ledger.open(Redactor())
+        try:
+            done = do_settle(ledger, uid, name, records)
+            totals = _totals(ledger)
+        finally:
+            ledger.close()
+    finally:
+        os.close(fd)
+    if done.appended:
+        said = (f"settled series {name} from its journal: {len(done.appended)} outcomes "
+                f"appended (calls {', '.join(done.appended)}), counting {usd(done.counted)} "
+                f"USD in place of their reservations' {usd(done.released)} USD")
+    else:
+        said = f"nothing to settle for series {name}: every outcome its journal holds is here"
+    if done.still_open:
+        said += (f"; {len(done.still_open)} calls stay open at their reservations (the "
+                 f"journal holds no counted outcome for them: {', '.join(done.still_open)})")
+    _say(f"ledger {ledger.where}: {said}; {totals}.")

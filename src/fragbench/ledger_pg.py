@@ -17,15 +17,19 @@ What a user can rely on:
   refused in one sentence naming the first bad record. The server also keeps each budget's head
   (its last record's number and hash, written in the same transaction as the record), so that
   removing or editing the last records is seen too, unless the head is forged as well.
-- Bounded: no exchange with the server waits longer than `FRAGBENCH_LEDGER_TIMEOUT` seconds
-  (60 by default, 2 to 3600; `ledger_timeout`). A connection is given up at that bound
-  (libpq's `connect_timeout`); the server cancels a wait for the budget's lock, or a
-  statement, that lasts longer (`lock_timeout`; `statement_timeout`, a second more, so that a
-  lock wait is said to be one) and ends a session idle inside a
-  transaction that long (`idle_in_transaction_session_timeout`: a run stopped while holding
-  the lock frees it); and fragbench cuts the connection when the server says nothing at all
-  for the bound plus `GRACE` seconds (a stopped or unreachable server cancels nothing: TCP
-  keepalives, also set, see only a host or network that is gone). Waiting for the lock is
+- Bounded: every exchange with the server ends within `FRAGBENCH_LEDGER_TIMEOUT` seconds
+  plus `GRACE` (5 s), per address tried when connecting (60 by default, 2 to 3600;
+  `ledger_timeout`). A connection attempt is given up at that bound for each address a host
+  name resolves to (libpq's `connect_timeout`: `localhost` may try ::1, then 127.0.0.1); the
+  server cancels a wait for the budget's lock, or a statement, that lasts longer
+  (`lock_timeout`; `statement_timeout`, a second more, so that a lock wait is said to be one)
+  and ends a session idle inside a transaction that long
+  (`idle_in_transaction_session_timeout`: a run stopped while holding the lock frees it); and
+  fragbench cuts the connection when the server says nothing at all for the bound plus `GRACE`
+  seconds (a stopped or unreachable server cancels nothing: TCP keepalives, also set, see only
+  a host or network that is gone), from one watchdog thread per connection, started when
+  connecting (a thread that cannot be started, at the system's thread limit, is said in one
+  line then, never mid-run). Waiting for the lock is
   waiting like any other: another run holds it only while it checks and writes one record
   (milliseconds), so a wait longer than the bound means that run, or the server, is stalled,
   and the waiting run stops (`cannot_record`, one line naming the server) rather than hang.
@@ -49,6 +53,7 @@ import os
 import re
 import socket
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -118,42 +123,95 @@ def ledger_timeout() -> int:
     return int(raw)
 
 
+class _Watchdog:
+    """One thread per connection that cuts it when a wait for the server outlasts its
+    deadline: armed before each wait (`arm`), disarmed after (`disarm`). One thread for the
+    connection's life, not one per exchange: a thread that cannot be started (the system's
+    thread limit) is then met once, when connecting, and said in one line (`_connect`)."""
+
+    def __init__(self, cut: Any) -> None:
+        self._cut = cut
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._watch, name="fragbench-ledger-watchdog",
+                                        daemon=True)
+
+    def start(self) -> None:
+        """Start the thread: RuntimeError when none can be started."""
+        self._thread.start()
+
+    def arm(self, seconds: float) -> None:
+        with self._cond:
+            self._deadline = time.monotonic() + seconds
+            self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:  # a cut in progress ends first: none comes after this returns
+            self._deadline = None
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _watch(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if self._deadline is None:
+                    self._cond.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self._deadline = None
+                self._cut()
+
+
 def _bounded_connection() -> type:
     """psycopg's Connection, every exchange with the server bounded: each wait for the server
-    (a statement, BEGIN, COMMIT, a lock) arms a timer that cuts the connection's socket when
-    the server has said nothing for `bound` seconds. The wait then fails as on a connection the
-    server closed, and `stalled` says why."""
+    (a statement, BEGIN, COMMIT, a lock) arms the connection's watchdog (`watch`, started
+    once connected), which cuts the connection's socket when the server has said nothing for
+    `bound` seconds. The wait then fails as on a connection the server closed, and `stalled`
+    says why."""
     psycopg = _psycopg()
 
     class Bounded(psycopg.Connection):  # type: ignore[misc,name-defined]
         bound = float(DEFAULT_TIMEOUT) + GRACE
         stalled = False
+        watchdog: _Watchdog | None = None
+
+        def watch(self, bound: float) -> None:
+            """Bound every later wait at `bound` seconds; RuntimeError when the watchdog's
+            thread cannot be started."""
+            self.bound = bound
+            watchdog = _Watchdog(self._cut)
+            watchdog.start()
+            self.watchdog = watchdog
+
+        def _cut(self) -> None:
+            self.stalled = True
+            # shutdown(2) ends the socket for every descriptor of it: the blocked poll wakes
+            # up with end of file. Through a copy of the descriptor, which libpq keeps owning.
+            with contextlib.suppress(Exception), socket.socket(  # closed: nothing to cut
+                    fileno=os.dup(self.pgconn.socket)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
 
         def wait(self, *args: Any, **kwargs: Any) -> Any:
-            guard = threading.Lock()
-            waiting = [True]
-
-            def cut() -> None:
-                with guard:
-                    if not waiting[0]:
-                        return  # the answer came as the timer fired
-                    self.stalled = True
-                    # shutdown(2) ends the socket for every descriptor of it: the blocked
-                    # poll wakes up with end of file. Through a copy of the descriptor, which
-                    # libpq keeps owning.
-                    with contextlib.suppress(Exception), socket.socket(  # closed: nothing to cut
-                            fileno=os.dup(self.pgconn.socket)) as sock:
-                        sock.shutdown(socket.SHUT_RDWR)
-
-            timer = threading.Timer(self.bound, cut)
-            timer.daemon = True
-            timer.start()
+            watchdog = self.watchdog
+            if watchdog is None:  # only while connecting: libpq's connect_timeout bounds it
+                return super().wait(*args, **kwargs)
+            watchdog.arm(self.bound)
             try:
                 return super().wait(*args, **kwargs)
             finally:
-                with guard:
-                    waiting[0] = False
-                timer.cancel()
+                watchdog.disarm()
+
+        def close(self) -> None:
+            if self.watchdog is not None:
+                self.watchdog.close()
+            super().close()
 
     return Bounded
 
@@ -277,7 +335,15 @@ class PgLedger(LedgerBase):
             raise self._stalled() from None
         except psycopg.Error as exc:
             raise self._server_error(exc) from None
-        conn.bound = timeout + GRACE
+        try:
+            conn.watch(timeout + GRACE)
+        except RuntimeError as exc:  # CPython: "can't start new thread"
+            conn.close()
+            raise LedgerServerError(
+                f"ledger {self.where}: no thread could be started to bound the waits for the "
+                f"server ({type(exc).__name__}: {exc}: the system's thread limit); run again "
+                "when fewer threads are running, or with fewer calls in flight "
+                "(max_in_flight).") from None
         try:
             # Set here, not in the URL's options (which they would replace): a live server
             # ends a lock wait, a statement or a transaction left idle at the bound itself

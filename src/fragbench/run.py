@@ -72,6 +72,8 @@ from fragbench.errors import (
 from fragbench.interfaces import Backend, Session
 from fragbench.interruption import Interruption
 from fragbench.journal import (
+    CHAINED,
+    FORMAT_FIELD,
     JOURNAL_FILE,
     Journal,
     fsync_dir,
@@ -438,6 +440,9 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
             "budget": budget.id if budget else None,
             "plan_sha256": hashlib.sha256(plan_path(experiment).read_bytes()).hexdigest(),
             "started_at": now(),
+            # Before the journal exists: its chain stripped later cannot pass it off as an
+            # earlier fragbench's (`fragbench.series.refuse_stripped_chain`).
+            FORMAT_FIELD: CHAINED,
         }
         write_json(info, series_dir / "series.json")
         say("recording retrieval and facts")
@@ -457,14 +462,15 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
         journal.append({"type": "header", "experiment": experiment.id, "series": series,
                         "series_uid": series_uid, "backend": backend,
                         "budget": info["budget"], "plan_sha256": info["plan_sha256"],
-                        "calls": len(calls)})
+                        "calls": len(calls), FORMAT_FIELD: CHAINED})
         total = sum(reservations.values(), Decimal(0))
         if ledger is not None and budget is not None:
             book = BudgetBook(budget=budget, ledger=ledger, series=series,
                               series_uid=series_uid)
             with ledger.locked():
                 ledger.append({"type": "series", "series": series, "series_uid": series_uid,
-                               "experiment": experiment.id, "backend": backend})
+                               "experiment": experiment.id, "backend": backend,
+                               FORMAT_FIELD: CHAINED})
                 left = balance(budget, ledger.spent())
                 records = ledger.records
             say(f"billed run: backend {backend} ({label}) at {endpoint}{route}; budget "

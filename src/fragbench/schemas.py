@@ -85,9 +85,10 @@ INTRO = """# Tables of a series
 
 A series folder is `OUT/<experiment>/<series>/` (`OUT` is `outputs` unless `--out` says
 otherwise). What was recorded while collecting: `plan.json` (a copy of the frozen plan),
-`series.json` (backend, label, whether it is a model, endpoint, budget, plan hash, start time),
-`facts.parquet`, `retrieval.parquet` and `journal.jsonl`. Derived from those alone, and rebuilt
-byte for byte by `fragbench measure`: `calls.parquet`, every measure's tables (primary ones in
+`series.json` (backend, label, whether it is a model, endpoint, budget, plan hash, start time,
+and `"journal": "chained"`: its journal is hash-chained, below), `facts.parquet`,
+`retrieval.parquet` and `journal.jsonl`. Derived from those alone, and rebuilt byte for byte
+by `fragbench measure`: `calls.parquet`, every measure's tables (primary ones in
 the folder, diagnostic ones under `diagnostics/`), `measures.json` (which table comes from which
 measure, of which kind), `status.json` (complete, stopped or interrupted, the stop, the spend),
 and `report.md` with `figures/`.
@@ -162,10 +163,13 @@ journal from your backup. Nothing is rebuilt from it.
 Every line is chained and sealed: it opens with `prev`, the sha256 of the exact bytes of the
 line before it (64 zeros for the first), and ends with `sha256`, the sha256 of its own text
 without that field. An edited line, or a line deleted, inserted or moved, is refused the same
-way, at the first line that breaks the chain. A torn line is closed by the next writer's
-`repair` record, which chains to the last whole line and names the torn bytes (`torn_sha256`,
-`torn_bytes`). A journal written before the chain (no line has `prev` or `sha256`) is read as
-before, with a note that its edits cannot be detected; one that mixes both is refused.
+way, at the first line that breaks the chain. The header says `"journal": "chained"` too, as
+does the budget ledger's `series` record of a billed run: a journal one of them says was
+chained is refused when it is not (its chain stripped). A torn line is closed by the next
+writer's `repair` record, which chains to the last whole line and names the torn bytes
+(`torn_sha256`, `torn_bytes`). A journal written before the chain (no line has `prev` or
+`sha256`) is read as before, with a note that its edits cannot be detected; one that mixes both
+is refused.
 """
 
 COMPARE_OUT = (r"""## compare --out: series cell by cell

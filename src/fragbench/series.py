@@ -9,6 +9,7 @@ with no call, byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -22,7 +23,9 @@ from fragbench.columns import MONEY_PRECISION, MONEY_SCALE, MONEY_TYPE
 from fragbench.errors import PluginError, SeriesError, first_line
 from fragbench.interfaces import MeasureInput
 from fragbench.journal import (
+    FORMAT_FIELD,
     JOURNAL_FILE,
+    chain_note,
     exact_money,
     read_journal,
     spent,
@@ -31,6 +34,7 @@ from fragbench.journal import (
     write_synced,
 )
 from fragbench.measure_tables import RECORDED_TABLES
+from fragbench.tables import PARQUET_ERRORS, parquet_problem
 
 # Money columns are exact decimals, never floats: a float sum drifts (0.0030239999999999976
 # for 0.003024) where the journal and status.json are exact. Scale 18 holds every amount the
@@ -415,6 +419,8 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
     info = read_json(series_dir / "series.json")
     journal = series_dir / JOURNAL_FILE
     plan_calls = {c["id"]: c["seq"] for c in plan["schedule"]}
+    if journal.exists():
+        refuse_stripped_chain(series_dir, info)
     records = read_journal(journal, plan_calls) if journal.exists() else []
     facts = read_table(series_dir, "facts", "facts.parquet")
     retrieval = read_table(series_dir, "retrieval", "retrieval.parquet")
@@ -430,6 +436,59 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
         write_parquet(tables[entry["table"]], path)
     write_json(manifest, series_dir / MEASURES_FILE)
     return tables
+
+
+def refuse_stripped_chain(series_dir: Path, info: Any) -> None:
+    """Refuse a series whose journal carries no chain when it was written by a chaining
+    fragbench: `series.json` says so (`"journal": "chained"`, written before the journal),
+    or the budget's ledger does, in the `series` record it keeps of this series_uid (a file
+    or a server shared by every series of the budget, and chained itself). Only a journal with
+    no such witness (an earlier fragbench's) is read unchained, with `chain_note`'s note. The
+    journal's own header says so too (`read_journal` refuses that). What this cannot catch: a
+    stripper who also deletes the marker from series.json and the header, of a series with no
+    ledger (an unpriced one), or whose ledger cannot be read here."""
+    journal = series_dir / JOURNAL_FILE
+    if chain_note(journal) is None:
+        return
+    if isinstance(info, dict) and info.get(FORMAT_FIELD) is not None:
+        witness = f"{series_dir / 'series.json'} says it was written chained"
+    else:
+        witness = _ledger_witness(info)
+    if witness is not None:
+        raise SeriesError(f"{journal}: carries no chain (no line holds prev or sha256), but "
+                          f"{witness}: the chain was stripped, and the journal may have been "
+                          "edited; restore it from your backup, then run the command again.")
+
+
+def _ledger_witness(info: Any) -> str | None:
+    """Where the budget's ledger says this series was written with a chained journal, or None
+    (no budget, no such record, or a ledger that cannot be read: the next run drawing on it
+    says why)."""
+    # Imported here: only an unchained journal needs it (and a server's ledger, psycopg).
+    from fragbench.config import file_name_problem
+    from fragbench.errors import FragbenchError
+    from fragbench.ledger import ledger_for
+
+    budget = info.get("budget") if isinstance(info, dict) else None
+    uid = info.get("series_uid") if isinstance(info, dict) else None
+    if not isinstance(budget, str) or not isinstance(uid, str) or file_name_problem(budget):
+        return None  # series.json names no ledger file we may read
+    try:
+        ledger = ledger_for(budget)
+    except FragbenchError:
+        return None
+    ledger.audit, ledger.kept = True, []
+    # A ledger that stops reading (altered after this series, or a server down) still vouches
+    # for the records read before the break, as `fragbench ledger show` shows them.
+    with contextlib.suppress(FragbenchError, OSError, ImportError):
+        try:
+            ledger.load()
+        finally:
+            ledger.close()
+    if any(r.get("type") == "series" and r.get("series_uid") == uid
+           and r.get(FORMAT_FIELD) is not None for _, r in ledger.kept or []):
+        return f"the budget's ledger {ledger.where} records it as written chained"
+    return None
 
 
 RECORDED = tuple((name, f"{name}.parquet") for name in RECORDED_TABLES)
@@ -469,8 +528,6 @@ def read_table(series_dir: Path, name: str, rel: str, columns: list[str] | None 
     what is wrong (`tables.parquet_problem`: not a readable Parquet file, or cannot be read)
     and what to do: rebuild a measure's table with `fragbench measure`; restore a table
     recorded while collecting (facts, retrieval), which nothing rebuilds, from a backup."""
-    from fragbench.tables import PARQUET_ERRORS
-
     try:
         return pl.read_parquet(series_dir / rel, columns=columns)
     except PARQUET_ERRORS as exc:
@@ -479,8 +536,6 @@ def read_table(series_dir: Path, name: str, rel: str, columns: list[str] | None 
 
 def unreadable_table(series_dir: Path, name: str, rel: str, exc: BaseException) -> SeriesError:
     """`read_table`'s one line, for any reader of a series' table (`compare.scan` too)."""
-    from fragbench.tables import parquet_problem
-
     recorded = name in (*RECORDED_TABLES, "cases")  # written by `run`, not by `measure`
     fix = ("restore it from a backup (`fragbench run` recorded it; nothing rebuilds it)"
            if recorded else f"rebuild it with `fragbench measure {series_dir}`")
