@@ -199,11 +199,10 @@ def chromium() -> Iterator[Any]:
         yield browser
 
 
-@pytest.fixture(scope="session")
-def postgresql_server() -> Iterator[Any]:
-    """One throwaway PostgreSQL server per test process, from the system's binaries
-    (tests/pg_server.py), stopped and removed at the end; skipped with one line naming what is
-    missing where it cannot start."""
+def started_postgresql() -> Iterator[Any]:
+    """A throwaway PostgreSQL server from the system's binaries (tests/pg_server.py), stopped
+    and removed when the generator ends; the test skipped with one line naming what is missing
+    where it cannot start. For a fixture: `yield from started_postgresql()`."""
     import pg_server
 
     why = pg_server.missing()
@@ -214,6 +213,12 @@ def postgresql_server() -> Iterator[Any]:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def postgresql_server() -> Iterator[Any]:
+    """One throwaway PostgreSQL server per test process (`started_postgresql`)."""
+    yield from started_postgresql()
 
 
 @pytest.fixture

@@ -52,14 +52,11 @@ a stall test still ends within seconds (the bound plus the 5 s grace)."""
 
 @pytest.fixture
 def own_server() -> Iterator[pg_server.Server]:
-    why = pg_server.missing()
-    if why is not None:
-        pytest.skip(why)
-    srv = pg_server.Server().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+    """A server of this test's own (not the session's shared one): the faults restart, kill or
+    stop it."""
+    from conftest import started_postgresql
+
+    yield from started_postgresql()
 
 
 @pytest.fixture

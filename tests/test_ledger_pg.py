@@ -343,10 +343,9 @@ def test_a_move_stopped_midway_leaves_one_store_and_a_second_move_completes(
     assert usable(to_move, ledger_url) == ["server"]
 
 
-def test_a_copy_that_reads_back_differently_leaves_the_file_retired(
-        to_move: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The committed copy removed before it is read back: the file stays retired, the one
-    line says what to do, and doing it (running `move` again) completes the move."""
+def moved_with_its_copy_removed(ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`ledger move b` run with the server's copy removed just before it is read back: the one
+    line it fails with (exit 4)."""
     import fragbench.ledger_pg
 
     real = fragbench.ledger_pg._read_back
@@ -362,6 +361,14 @@ def test_a_copy_that_reads_back_differently_leaves_the_file_retired(
         result = run_cli("ledger", "move", "b")
     assert result.returncode == 4
     [line] = error_lines(result.stderr)
+    return line
+
+
+def test_a_copy_that_reads_back_differently_leaves_the_file_retired(
+        to_move: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committed copy removed before it is read back: the file stays retired, the one
+    line says what to do, and doing it (running `move` again) completes the move."""
+    line = moved_with_its_copy_removed(ledger_url, monkeypatch)
     assert "reads back differently" in line and "the file stays retired" in line
     assert "`fragbench ledger move b` again" in line and PASSWORD not in line
     assert usable(to_move, ledger_url) == []
@@ -400,22 +407,8 @@ def test_a_move_run_again_that_copied_nothing_never_speaks_of_its_copy(
     second copies nothing, only checks, and when what it then reads back differs (the records
     removed meanwhile) its one line says that it copied nothing, not "after the copy
     committed"."""
-    import fragbench.ledger_pg
-
     killed_move("_read_back", monkeypatch)
-    real = fragbench.ledger_pg._read_back
-
-    def removed_first(*args: object) -> PgLedger:
-        with psycopg.connect(ledger_url) as conn:
-            conn.execute("DELETE FROM fragbench_ledger")
-            conn.execute("DELETE FROM fragbench_ledger_head")
-        return real(*args)  # type: ignore[arg-type]
-
-    with monkeypatch.context() as m:
-        m.setattr(fragbench.ledger_pg, "_read_back", removed_first)
-        result = run_cli("ledger", "move", "b")
-    assert result.returncode == 4
-    [line] = error_lines(result.stderr)
+    line = moved_with_its_copy_removed(ledger_url, monkeypatch)
     assert "after the copy committed" not in line, line
     assert "an earlier move had copied them" in line and "(it copied nothing)" in line
     assert "the file stays retired" in line and PASSWORD not in line
