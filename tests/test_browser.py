@@ -38,6 +38,8 @@ import pytest
 from browser import ROOT, open_page, stopped_series, workspace
 from conftest import run_cli
 
+pytestmark = pytest.mark.slow
+
 REASON_WORDS = {"valid": "valid", "misattributed": "misattributed",
                 "not_verbatim": "not verbatim", "not_supplied": "not supplied",
                 "unknown_id": "unknown id", "empty_extract": "empty"}

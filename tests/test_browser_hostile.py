@@ -42,6 +42,8 @@ from fragbench.redact import Redactor
 from fragbench.report_html import page_script, render
 from fragbench.testing.loopback import Server, http_error, ok
 
+pytestmark = pytest.mark.slow
+
 HOSTILE_CALLS = 4
 """The calls the hostile script answers (the fourth stops the series)."""
 

@@ -25,6 +25,8 @@ from scaled_pages import EXTRACT_NEEDLE, NEEDLE, middle_call, scale_series
 
 from fragbench.report_html import write_html_report
 
+pytestmark = pytest.mark.slow
+
 COPIES = 140  # x 72 calls = 10,080
 
 

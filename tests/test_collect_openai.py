@@ -24,6 +24,8 @@ from fragbench.ledger import ledger_path
 from fragbench.plan import verify
 from fragbench.requests import canonical_json
 
+pytestmark = pytest.mark.slow
+
 ORG = "org-AbCdEfGhIjKlMnOpQrStUvWx"
 PROJECT = "proj_AbCdEfGhIjKlMnOpQrStUvWx"
 SECRETS = (CANARY_KEY, "org-SECRETACCOUNT123", ORG, PROJECT, "Bearer ")

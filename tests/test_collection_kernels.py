@@ -27,6 +27,8 @@ from fragbench.builtin.scorers import SqrtLexical
 from fragbench.errors import PluginError, UsageError
 from fragbench.text import STOPWORDS
 
+pytestmark = pytest.mark.slow
+
 
 class ProtocolOnly:
     """sqrt-lexical through the plugin protocol 1.0 alone: its optional methods hidden."""

@@ -48,6 +48,8 @@ from fragbench.collection_sweep import MANIFEST, Sweep
 from fragbench.errors import UsageError
 from fragbench.plugins import registry
 
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip("ray", reason="the dev environment installs ray (fragbench[ray])")
 
 SHARDS = "7"

@@ -18,6 +18,8 @@ from test_collection import synthetic
 
 from fragbench.collection_sweep import MANIFEST, table_name
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:

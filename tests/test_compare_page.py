@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 from conftest import CANARY_KEY, run_cli
 from hostile_pages import PAGE_JS, hostile_series, key_forms, page_js_source, scripts_and_policy
 from loopback import Server, http_error, ok
@@ -34,6 +35,8 @@ from fragbench.compare import (
     grid_summary,
     summary,
 )
+
+pytestmark = pytest.mark.slow
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}

@@ -45,12 +45,15 @@ from fragbench.collect import BudgetBook, collect
 from fragbench.config import Concurrency, load_experiment
 from fragbench.interfaces import Usage
 from fragbench.journal import Journal, read_journal
-from fragbench.ledger import LEDGER_URL_ENV, Ledger, LedgerBase, ledger_for, ledger_path
+from fragbench.ledger import LEDGER_URL_ENV, Ledger, LedgerBase, ledger_path
+from fragbench.ledger_stores import ledger_for
 from fragbench.pacing import Pacer
 from fragbench.plan import build_plan, call_reservation, verify
 from fragbench.plugins import registry
 from fragbench.redact import Redactor
 from fragbench.run import input_bounds
+
+pytestmark = pytest.mark.slow
 
 IN_FLIGHT = 8
 BILLED_ENV = {"OPENAI_API_KEY": CANARY_KEY}

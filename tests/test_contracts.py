@@ -25,6 +25,8 @@ from fragbench.config import Pricing, _contract
 from fragbench.errors import PluginError
 from fragbench.interfaces import COST_FIELDS, Contract, Usage
 
+pytestmark = pytest.mark.slow
+
 PROTOCOL_PLAN_SHA256 = "32ba77b4c2375ae8597c3e5ac93a5715aeee8500ccfb9a98bb40aaf9294db2f2"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Each refreeze and its
 reason: issue 15 (plugin API 1.0) added `api_version = "1.0"` to every built-in plugin, so

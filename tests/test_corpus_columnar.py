@@ -14,6 +14,7 @@ from conftest import ROOT, error_lines, run_cli
 
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
+from fragbench.columns import RESERVED_COLUMNS
 from fragbench.corpus import (
     Case,
     cases_frame,
@@ -23,7 +24,7 @@ from fragbench.corpus import (
     questions_frame,
     sentences_frame,
 )
-from fragbench.corpus_columnar import reserved_group_keys
+from fragbench.corpus_columnar import CORE_COLUMNS, reserved_group_keys
 from fragbench.corpus_ids import CASE_ID, CASE_ID_PATTERN, FACT_ID, FACT_ID_PATTERN
 from fragbench.errors import EXIT_REFUSED, CorpusError
 from fragbench.retrieval import retrieve
@@ -99,6 +100,16 @@ def test_reserved_group_keys_cover_every_table_column() -> None:
     columns = {c for table in TYPES.values() for c in table}
     assert columns <= reserved_group_keys(), sorted(columns - reserved_group_keys())
     assert {"answer", "n_conditions", "question"} <= reserved_group_keys()
+
+
+def test_reserved_columns_are_exactly_the_documented_tables_columns() -> None:
+    """`columns.RESERVED_COLUMNS` is written out so that the corpus need not import `schemas`
+    (issue 25: that one import tied nine modules in a circle): it must be TYPES' columns, no
+    more (a group key refused for nothing) and no fewer (a column a group key would shadow)."""
+    columns = {c for table in TYPES.values() for c in table}
+    assert columns == RESERVED_COLUMNS, (sorted(columns - RESERVED_COLUMNS),
+                                         sorted(RESERVED_COLUMNS - columns))
+    assert reserved_group_keys() == CORE_COLUMNS | columns
 
 
 Mutation = Callable[[pl.DataFrame, pl.DataFrame], tuple[pl.DataFrame, pl.DataFrame]]

@@ -16,9 +16,12 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 from walkthrough import ROOT, blocks, follow
 
 from fragbench.testing.loopback import Server, Shape
+
+pytestmark = pytest.mark.slow
 
 DOC = ROOT / "docs" / "adding-a-backend.md"
 PART = "## A second example"

@@ -14,11 +14,14 @@ from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
+import pytest
 from test_report_html import parse
 from walkthrough import ROOT, follow
 
 from fragbench.report import SHOWN_ROWS
 from fragbench.schemas import type_name
+
+pytestmark = pytest.mark.slow
 
 
 def test_writing_a_measure_from_scratch(tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ from walkthrough import ROOT, blocks, follow
 
 from fragbench.testing import check_scorer
 
+pytestmark = pytest.mark.slow
+
 DOC = ROOT / "docs" / "writing-a-scorer.md"
 CODE = "../fragbench-bm25/src/fragbench_bm25/__init__.py"
 

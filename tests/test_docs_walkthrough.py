@@ -11,9 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 from walkthrough import ROOT, follow
 
 from fragbench.testing.loopback import Server, ok
+
+pytestmark = pytest.mark.slow
 
 
 def test_writing_a_chunker_from_scratch(tmp_path: Path) -> None:

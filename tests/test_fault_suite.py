@@ -19,6 +19,8 @@ from fragbench.plugins import registry
 from fragbench.testing import check_backend
 from fragbench.testing.loopback import Server
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SHIPPED: dict[str, tuple[str, str]] = {

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pytest
 from conftest import run_cli, run_process
 from loopback import Server, http_error, ok
 from matplotlib import image
@@ -39,6 +40,8 @@ from fragbench.figures import (
     draw_citation_outcomes,
     drawing,
 )
+
+pytestmark = pytest.mark.slow
 
 NAMES = ("availability", "citations")
 

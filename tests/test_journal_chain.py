@@ -40,7 +40,10 @@ from fragbench.journal import (
     line_hash,
     read_journal,
 )
-from fragbench.ledger import ledger_for, record_text
+from fragbench.ledger import record_text
+from fragbench.ledger_stores import ledger_for
+
+pytestmark = pytest.mark.slow
 
 Lines = list[bytes]
 RESTORE = "the journal was altered or damaged: restore it from your backup"

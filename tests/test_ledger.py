@@ -20,6 +20,8 @@ from fragbench.config import Budget
 from fragbench.ledger import Ledger, LedgerBase, LedgerError, ledger_path
 from fragbench.redact import Redactor
 
+pytestmark = pytest.mark.slow
+
 BUDGET = Budget(id="b", ceiling_usd=Decimal(10), prior_spend_usd=Decimal("0.5"),
                 framing_tokens=1024)
 

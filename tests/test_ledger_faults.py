@@ -40,6 +40,8 @@ from fragbench.journal import read_journal
 from fragbench.ledger import Ledger
 from fragbench.ledger_pg import TIMEOUT_ENV, PgLedger, _lock_key, shown_url
 
+pytestmark = pytest.mark.slow
+
 BUDGET_ID = "protocol-1.0-openai"
 ANSWERED_FIRST = 12
 """Calls answered at once before the eight the server holds (the issue's fault came after 20

@@ -30,6 +30,8 @@ from fragbench.ledger import Ledger, LedgerError
 from fragbench.ledger_pg import PgLedger, shown_url
 from fragbench.redact import Redactor
 
+pytestmark = pytest.mark.slow
+
 
 def rows(url: str, budget: str = "b") -> list[dict]:
     with psycopg.connect(url) as conn:

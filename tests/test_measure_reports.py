@@ -26,6 +26,8 @@ from test_report_html import parse
 from fragbench.report import SHOWN_ROWS
 from fragbench.report_html import REPORT_HTML
 
+pytestmark = pytest.mark.slow
+
 HOSTILE = (f'<script>window.__pwned = 1</script> {CANARY_KEY} '
            '<img src=x onerror="window.__pwned = 2">')
 NOTES = f'''

@@ -42,6 +42,8 @@ from fragbench.config import DEFAULT_MAX_RESPONSE_BYTES, load_experiment
 from fragbench.errors import PluginError
 from fragbench.plugins import code_files, code_sha256
 
+pytestmark = pytest.mark.slow
+
 CONFIG = "config.toml"
 
 # Item 10: unknown keys ---------------------------------------------------------------------

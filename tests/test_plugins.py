@@ -6,7 +6,10 @@ import os
 from pathlib import Path
 
 import polars as pl
+import pytest
 from conftest import ROOT, run_cli, run_process
+
+pytestmark = pytest.mark.slow
 
 
 def fake_distribution(site: Path, name: str, module: str, code: str) -> None:

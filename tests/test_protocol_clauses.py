@@ -42,6 +42,8 @@ from fragbench.redact import Redactor
 from fragbench.retrieval import retrieve
 from fragbench.series import CALLS_SCHEMA
 
+pytestmark = pytest.mark.slow
+
 # -- Helpers ------------------------------------------------------------------------------------
 
 PLAN_TOTAL = Decimal("6.5419125")

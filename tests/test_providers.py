@@ -18,6 +18,8 @@ from conftest import ROOT, error_lines, run_cli
 from loopback import Server, http_error
 from test_report_compare import loopback_series
 
+pytestmark = pytest.mark.slow
+
 CHAT = "protocol-1.0-openai-chat"
 
 

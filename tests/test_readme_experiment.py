@@ -20,13 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 from hotpotqa_data import FIXTURE
 from walkthrough import ROOT, blocks, follow
 
 from fragbench.config import load_experiment
 from fragbench.journal import read_journal
-from fragbench.ledger import ledger_for
+from fragbench.ledger_stores import ledger_for
 from fragbench.testing.loopback import Action, Handler, Server, ok
+
+pytestmark = pytest.mark.slow
 
 README = ROOT / "README.md"
 START, STOP = "## Your own experiment", "## A second provider"

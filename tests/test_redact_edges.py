@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from fragbench.redact import MARK, MIN_SECRET, Redactor
 
+pytestmark = pytest.mark.slow
+
 KEY = "sk-proj-CANARYcanary0123456789abcdefXYZ"
 OPAQUE = "opaque-credential-4417-zulu-8831"
 # Its base64 holds '+' and '/' at every alignment: the two alphabets differ on it.

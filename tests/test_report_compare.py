@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pytest
 from conftest import CANARY_KEY, run_cli, run_process
 from loopback import Server, http_error
 from matplotlib import image
@@ -15,6 +16,8 @@ from test_report_guard import aggregates
 from test_report_html import island
 
 import fragbench
+
+pytestmark = pytest.mark.slow
 
 
 def loopback_series(experiment: Path, server: Server, name: str) -> Path:

@@ -36,6 +36,8 @@ from loopback import Handler, Server, http_error, supplied_lines
 from fragbench.redact import Redactor
 from fragbench.report_html import REPORT_HTML, Segment, locate, render, segments
 
+pytestmark = pytest.mark.slow
+
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
 

@@ -28,6 +28,8 @@ from fragbench.errors import Interrupted
 from fragbench.interruption import SIGNALS, Interruption, on_signals
 from fragbench.run import run
 
+pytestmark = pytest.mark.slow
+
 OPENAI = ("--series", "openai", "--backend", "openai")
 
 

@@ -17,12 +17,15 @@ import threading
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
 from loopback import Server
 from test_signals import PATIENCE, Lines, wait_for
 
 from fragbench.budget import usd
 from fragbench.ledger_pg import shown_url
+
+pytestmark = pytest.mark.slow
 
 IN_FLIGHT = 4
 

@@ -24,6 +24,8 @@ from fragbench.api import API_VERSION
 from fragbench.errors import EXIT_REFUSED, EXIT_USAGE
 from fragbench.scaffold import KINDS, class_name, name_problem, render
 
+pytestmark = pytest.mark.slow
+
 NAMES = {kind: f"scaffold-{kind}" for kind in KINDS}
 COLLIDING = {
     "chunker": ("none",),

@@ -32,6 +32,8 @@ from fragbench.retrieval import PASSAGE, TIE_DECIMALS, chunk_passages, retrieve,
 from fragbench.testing import samples
 from fragbench.text import explode_terms
 
+pytestmark = pytest.mark.slow
+
 QUERY = ["case", "lang"]
 
 

@@ -42,6 +42,8 @@ from fragbench.journal import read_journal
 from fragbench.ledger import Ledger, ledger_path
 from fragbench.redact import Redactor
 
+pytestmark = pytest.mark.slow
+
 CALLS = 72
 RANDOM_TRIALS = 3
 """Random kills right after an answer left the server: the windows no chosen point can hold

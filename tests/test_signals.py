@@ -29,6 +29,8 @@ from loopback import Action, Handler, Server, answer_for
 from fragbench.config import load_experiment
 from fragbench.ledger import Ledger, ledger_path
 
+pytestmark = pytest.mark.slow
+
 PATIENCE = 300.0
 """How long a step may take on a loaded machine before the test gives up: a bound on a
 failure, never a timing that a passing run must meet."""

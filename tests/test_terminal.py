@@ -20,6 +20,8 @@ import pytest
 from loopback import Server
 from test_signals import PATIENCE, gate, journal, start_run, wait_for
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["gate"]  # the fixture, imported to be used here
 
 

@@ -33,6 +33,8 @@ from fragbench.testing import FAKE_KEY, check_backend, check_chunker, check_scor
 from fragbench.testing.loopback import CHAT, MESSAGES, RESPONSES, Server, ok
 from fragbench.testing.samples import CharacterWindows
 
+pytestmark = pytest.mark.slow
+
 OPENAI_PARAMS: dict[str, Any] = {
     "model": "gpt-6-astra", "reasoning_effort": "medium", "max_output_tokens": 1200,
     "service_tier": "default", "store": False, "timeout_seconds": 600,

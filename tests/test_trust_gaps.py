@@ -30,6 +30,8 @@ from fragbench.config import load_experiment
 from fragbench.journal import chain
 from fragbench.ledger import Ledger, ledger_path
 
+pytestmark = pytest.mark.slow
+
 OPENAI_ENV = {"OPENAI_API_KEY": CANARY_KEY}
 
 

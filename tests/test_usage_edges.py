@@ -31,6 +31,8 @@ from test_collect_openai import calls_of, collect
 from fragbench.errors import UsageError
 from fragbench.interfaces import COST_FIELDS, SNAPSHOT, Contract
 
+pytestmark = pytest.mark.slow
+
 ARABIC = "gpt-6-astra-\u0662\u0660\u0662\u0666-\u0660\u0669-\u0660\u0663"  # ٢٠٢٦-٠٩-٠٣
 FULL_WIDTH = "gpt-6-astra-\uff12\uff10\uff12\uff16-\uff10\uff19-\uff10\uff13"  # ２０２６-０９-０３
 

@@ -36,6 +36,8 @@ from fragbench.interfaces import BackendFailure, Reply, Request
 from fragbench.testing import samples
 from fragbench.transport import SDKSession
 
+pytestmark = pytest.mark.slow
+
 KEY = "sk-proj-WIREwire0123456789abcdefXYZ"
 PARAMS: dict[str, Any] = {"model": "gpt-6-astra", "reasoning_effort": "medium",
                           "max_output_tokens": 1200, "service_tier": "default", "store": False,

@@ -42,6 +42,8 @@ from fragbench.interfaces import BackendFailure
 from fragbench.testing import samples
 from fragbench.testing.loopback import Server
 
+pytestmark = pytest.mark.slow
+
 KEY = "sk-proj-EDGEedge0123456789abcdefXYZ"
 REQUEST = samples.calls()[0].request
 

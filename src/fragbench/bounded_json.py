@@ -11,6 +11,10 @@ sentence):
   so such a body is no response, whichever one would be priced;
 - anything that is not strict JSON (`bad_body`): NaN and Infinity included, and integers too
   long for Python to convert.
+
+`clean(text)` makes what a JSON escape left in a parsed string writable (a lone surrogate
+becomes U+FFFD); backends use it as `fragbench.transport.clean`. This module imports nothing of
+fragbench: the wire and the kit both read it.
 """
 
 from __future__ import annotations
@@ -47,9 +51,13 @@ def depth(text: str) -> int:
     return max(levels, default=0)
 
 
-def _shown(key: str) -> str:
-    from fragbench.transport import clean
+def clean(text: str) -> str:
+    """Lone surrogates (from JSON escapes such as \\ud83d) become U+FFFD in the parsed text,
+    so that it can be written as UTF-8; the raw body keeps them as sent."""
+    return re.sub("[\ud800-\udfff]", "\ufffd", text)
 
+
+def _shown(key: str) -> str:
     return clean(key if len(key) <= 60 else key[:57] + "...")
 
 

@@ -13,47 +13,19 @@ completion.
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
-if TYPE_CHECKING:
-    from fragbench.redact import Redactor
+from fragbench.output import err, redactor, say
 
 INT32_MAX = 2**31 - 1
 """Chunk sizes and top-k are stored as Int32 in the tables."""
 OUTPUT_FORMATS = (".parquet", ".csv", ".jsonl")
-
-
-def _redactor() -> Redactor:
-    """Built from the environment as it is now (tests change it between in-process runs)."""
-    from fragbench.redact import secrets_in_env
-
-    return _redactor_for(tuple(secrets_in_env()))
-
-
-@functools.cache
-def _redactor_for(secrets: tuple[str, ...]) -> Redactor:
-    from fragbench.redact import Redactor
-
-    return Redactor(secrets)
-
-
-def say(text: str) -> None:
-    from fragbench.progress import emit
-
-    emit(_redactor().text(text))
-
-
-def _err(message: str) -> None:
-    from fragbench.progress import emit
-
-    emit(_redactor().text(f"fragbench: {message}"), err=True)
 
 
 def _whole_option(text: str, most: int) -> int:
@@ -93,18 +65,18 @@ class _Group(TyperGroup):
         except ClickException as exc:
             where = getattr(getattr(exc, "ctx", None), "command_path", "fragbench")
             message = exc.format_message().rstrip(".")
-            _err(f"{message}; see `{where} --help`.")
+            err(f"{message}; see `{where} --help`.")
             sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
         except FragbenchError as exc:
-            _err(str(exc))
+            err(str(exc))
             sys.exit(exc.exit_code)
         except OSError as exc:  # a file or folder the user named or must fix: not our bug
             where = f"{exc.filename}: " if exc.filename else ""
-            _err(f"{where}{exc.strerror or exc}; check that the path is right and writable "
+            err(f"{where}{exc.strerror or exc}; check that the path is right and writable "
                  "and that the disk has room, then run again.")
             sys.exit(EXIT_REFUSED)
         except Abort:
-            _err("interrupted.")
+            err("interrupted.")
             sys.exit(130)
         _exit(code if isinstance(code, int) else 0)
 
@@ -417,7 +389,8 @@ def _ledger_store_line(budget_id: str, ledger: dict[str, Any]) -> str:
     """`plan`'s line on the budget's ledger store, in the words of that store: a folder
     (FRAGBENCH_LEDGER_DIR) or a PostgreSQL server (FRAGBENCH_LEDGER_URL), whose `store_help`
     says how to point at another."""
-    from fragbench.ledger import Ledger, ledger_for
+    from fragbench.ledger import Ledger
+    from fragbench.ledger_stores import ledger_for
 
     store = ledger_for(budget_id)  # not read: only which store, and its help
     held = (f"budget {budget_id} has {ledger['records']} records there ({ledger['series']} "
@@ -478,7 +451,7 @@ def run(
     from fragbench.run import run as do_run
 
     interruption = Interruption()
-    with on_signals(interruption), Reporter(_redactor()) as reporter:
+    with on_signals(interruption), Reporter(redactor()) as reporter:
         result = do_run(experiment, series=series, backend=backend, out=out,
                         on_progress=reporter.update, say=reporter.phase,
                         interruption=interruption, notice=reporter.note)
@@ -491,21 +464,21 @@ def run(
         say(_citations_line(result.citations, where / "report.html"))
     stop = result.stop
     if stop and stop.unrecorded:
-        _err(f"unrecorded outcome of call {stop.seq} (paid for, kept here since it "
+        err(f"unrecorded outcome of call {stop.seq} (paid for, kept here since it "
              f"could not be written): {stop.unrecorded}")
     if result.tables_error is not None:
-        _err(result.tables_error + ".")
+        err(result.tables_error + ".")
     if stop and stop.reason == "interrupted":
-        _err(_interrupted_line(result, interruption))
+        err(_interrupted_line(result, interruption))
         raise typer.Exit(interruption.exit_code)
     if stop and result.sent_nothing:
-        _err(f"series stopped at call {stop.seq} ({stop.call_id}): {stop.reason}: "
+        err(f"series stopped at call {stop.seq} ({stop.call_id}): {stop.reason}: "
              f"{stop.detail}. Nothing left this machine, so the series is not used up: fix "
              f"what the line says and run again with the same --series {where.name} (its "
              "folder is cleared and collected anew).")
         raise typer.Exit(EXIT_STOPPED)
     if stop:
-        _err(f"series stopped at call {stop.seq} ({stop.call_id}): {stop.reason}: "
+        err(f"series stopped at call {stop.seq} ({stop.call_id}): {stop.reason}: "
              f"{stop.detail}. It is final; `fragbench measure {where}` rebuilds its tables; "
              "see the README, 'after a stop'.")
         raise typer.Exit(EXIT_STOPPED)
@@ -656,12 +629,12 @@ def _compare_files(result: Any, out: Path | None, html: Path | None, page: str) 
     if out is not None:
         write_table(result.table, out)
         notes = about(result)
-        notes["warnings"] = [_redactor().text(w) for w in notes["warnings"]]  # as printed
+        notes["warnings"] = [redactor().text(w) for w in notes["warnings"]]  # as printed
         write_json(notes, about_path(out))
         say(f"written to {out}")
         say(f"and beside it {about_path(out).name}: who each side is, and the warnings")
     if html is not None:
-        getattr(compare_html, page)(result, html, _redactor().text)
+        getattr(compare_html, page)(result, html, redactor().text)
         say(f"page written to {html}")
 
 

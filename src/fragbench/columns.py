@@ -45,3 +45,27 @@ KEY_COLUMNS = ("case", "lang")
 """Every measure table keys its rows by at least these (no global score: test kit)."""
 PASSAGE_TYPES = {"case": "String", "lang": "String", "variant": "String"}
 CALL_TYPES = {"call_id": "String", **PASSAGE_TYPES, "mode": "String", "rep": "Int32"}
+
+RESERVED_COLUMNS = frozenset({
+    "answer", "answered", "backend", "cache_write_tokens", "cached_tokens", "call_id",
+    "calls_cost_unknown", "calls_planned", "calls_sent", "case", "chunk", "chunk_size",
+    "citation", "citations", "conditions", "conditions_cited_validly", "conditions_cut",
+    "conditions_missing", "conditions_supplied", "cost_unknown", "cost_usd", "counted_usd",
+    "cut_fact_ids", "end", "error", "extract", "fact_id", "fact_ids", "failure", "http_status",
+    "id", "incomplete_reason", "input_tokens", "is_condition", "is_model", "lang",
+    "main_setting", "matched_terms", "mode", "model", "n_citations", "n_conditions",
+    "n_conditions_cut", "n_conditions_supplied", "n_invalid", "n_terms", "n_valid",
+    "n_valid_folded", "others_supplied", "output_tokens", "parse_error", "parsed", "rank",
+    "raw_response", "reason", "reason_folded", "reasoning_tokens", "redacted", "refusal",
+    "refused", "rep", "request_id", "request_sha256", "reserved_usd", "score", "selected",
+    "seq", "service_tier", "start", "status", "stop_detail", "stop_reason",
+    "supplied_conditions_not_cited", "supplied_conditions_not_cited_validly", "supplied_ids",
+    "supplied_texts", "text", "tied", "top_k", "valid", "valid_folded", "valid_ids", "variant",
+    "whole_fact_ids",
+})
+"""Every column of the tables the core documents (`fragbench.schemas.TYPES`: facts, retrieval,
+calls and the built-in measures' tables), which no corpus group key may take
+(`fragbench.corpus_columnar.reserved_group_keys`). Written out here, not read from `schemas`
+(which imports the built-in measures, the retrieval and the series): the corpus sits below
+them all. tests/test_corpus_columnar.py checks it equals TYPES' columns, so a table's new
+column fails there until it is added."""

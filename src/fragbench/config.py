@@ -30,9 +30,9 @@ from fragbench.columns import MONEY_DECIMALS, PLAIN_AMOUNT
 from fragbench.corpus import Case, load_corpus
 from fragbench.errors import ConfigError, FragbenchError, PluginError
 from fragbench.interfaces import Contract
+from fragbench.limits import MAX_BODY_BYTES
 from fragbench.suggest import unknown
 from fragbench.toml_types import type_mismatch
-from fragbench.transport import MAX_BODY_BYTES
 
 MODES = ("retrieval", "full")
 

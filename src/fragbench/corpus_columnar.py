@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 import polars as pl
 
+from fragbench.columns import RESERVED_COLUMNS
 from fragbench.corpus_ids import (
     CASE_ID_PATTERN,
     CASE_ID_RULE,
@@ -55,11 +56,9 @@ core's series tables."""
 def reserved_group_keys() -> frozenset[str]:
     """Names no group key may take. Group keys become columns beside the core's (the series'
     `cases.parquet` is joined on `case` to its other tables), so none may be the name of a
-    column of any table the core documents (`fragbench.schemas.TYPES`, imported here only when
-    a corpus has groups: it loads the built-in measures)."""
-    from fragbench.schemas import TYPES
-
-    return CORE_COLUMNS | {column for table in TYPES.values() for column in table}
+    column of any table the core documents (`fragbench.columns.RESERVED_COLUMNS`, the columns
+    of `fragbench.schemas.TYPES`)."""
+    return CORE_COLUMNS | RESERVED_COLUMNS
 
 
 def group_key_problem(key: str) -> str | None:

@@ -25,13 +25,13 @@ read, so a call's bookkeeping does not grow with the ledger.
 Two stores hold ledgers, with the same records and the same chain: this file store (the
 default), and a PostgreSQL server when `FRAGBENCH_LEDGER_URL=postgresql://...` is set
 (`fragbench.ledger_pg`: a budget a team shares, the rule checked under a lock per budget held
-on the server). `ledger_for` picks the store; setting both FRAGBENCH_LEDGER_URL and
-FRAGBENCH_LEDGER_DIR is refused, since a budget counted in two stores is counted twice. Every
-record's hash is the sha256 of its canonical text (`record_text`: the JSON a file line holds),
-so a ledger moved from the file store into the server (`fragbench ledger move`) keeps its
-hashes; the file is first retired by a `moved` record naming the server (written before the
-copy commits, so that the budget is never live in both stores), and is refused for any further
-run.
+on the server). `fragbench.ledger_stores.ledger_for` picks the store; setting both
+FRAGBENCH_LEDGER_URL and FRAGBENCH_LEDGER_DIR is refused, since a budget counted in two stores
+is counted twice. Every record's hash is the sha256 of its canonical text (`record_text`: the
+JSON a file line holds), so a ledger moved from the file store into the server (`fragbench
+ledger move`) keeps its hashes; the file is first retired by a `moved` record naming the server
+(written before the copy commits, so that the budget is never live in both stores), and is
+refused for any further run.
 """
 
 from __future__ import annotations
@@ -99,18 +99,6 @@ def ledger_url() -> str | None:
         raise LedgerError(f"{LEDGER_URL_ENV} and {LEDGER_ENV} are both set: a budget is counted "
                           "in one store; unset one of them (nothing was sent).")
     return url
-
-
-def ledger_for(budget: Budget | str) -> LedgerBase:
-    """The budget's ledger in the store the environment selects (not read yet: `load` it).
-    `budget` is the config's budget, or only its id to read a ledger whatever it fixes
-    (`fragbench ledger show`)."""
-    url = ledger_url()
-    if url is not None:
-        from fragbench.ledger_pg import PgLedger  # psycopg only where a server is used
-
-        return PgLedger(url, budget)
-    return Ledger(ledger_path(budget if isinstance(budget, str) else budget.id), budget)
 
 
 STORE_HELP = (f"set {LEDGER_ENV} (an absolute path) to use another store; without it the "

@@ -1,7 +1,7 @@
 """`fragbench ledger show|verify|move|settle`: a budget's ledger read, audited, moved and
 settled, in either store.
 
-The store is the one a run would use (`fragbench.ledger.ledger_for`: FRAGBENCH_LEDGER_URL's
+The store is the one a run would use (`fragbench.ledger_stores.ledger_for`: FRAGBENCH_LEDGER_URL's
 server, else the file store). Reading never writes; `settle` appends only what a series'
 journal holds and the ledger lacks. A ledger is read as a run reads it (chain,
 genesis, amounts, each call's reservation and outcome), except that one moved to a server is
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fragbench.output import say
+
 if TYPE_CHECKING:
     from fragbench.ledger import LedgerBase
 
@@ -26,12 +28,6 @@ ledger_app = typer.Typer(help="Show, audit, move and settle a budget's ledger (i
 
 BudgetArg = Annotated[str, typer.Argument(
     help="The budget id (`id` in the config's budget table).")]
-
-
-def _say(text: str) -> None:
-    from fragbench.cli import say
-
-    say(text)
 
 
 def _check_id(budget: str) -> None:
@@ -45,7 +41,8 @@ def _check_id(budget: str) -> None:
 
 def _read(budget: str, kept: bool) -> tuple[LedgerBase, Exception | None]:
     """The ledger as far as it reads, and the error that stopped the reading (or None)."""
-    from fragbench.ledger import LedgerError, LedgerServerError, ledger_for
+    from fragbench.ledger import LedgerError, LedgerServerError
+    from fragbench.ledger_stores import ledger_for
 
     _check_id(budget)
 
@@ -106,19 +103,19 @@ def show(budget: BudgetArg) -> None:
     naming the first bad record) when the chain or a record is broken, after the records read
     before it."""
     ledger, error = _read(budget, kept=True)
-    _say(f"ledger {ledger.where}, in the store {ledger.store}")
+    say(f"ledger {ledger.where}, in the store {ledger.store}")
     for _raw, record in ledger.kept or []:
-        _say(_row(record))
+        say(_row(record))
     if error is not None:
         # The records shown are those the chain vouches for: an edited record is not among
         # them, though it was read before the record that showed it edited.
         kept = ledger.kept or []
-        _say(f"chain BROKEN after record {kept[-1][1].get('n')}" if kept else
-             "chain BROKEN at its first record")
+        say(f"chain BROKEN after record {kept[-1][1].get('n')}" if kept else
+            "chain BROKEN at its first record")
         raise error
-    _say(_totals(ledger))
+    say(_totals(ledger))
     moved = f"; moved to {ledger.moved_to}: runs draw on it there" if ledger.moved_to else ""
-    _say(f"chain intact: {ledger.records} records, head sha256 {ledger.head}{moved}")
+    say(f"chain intact: {ledger.records} records, head sha256 {ledger.head}{moved}")
 
 
 @ledger_app.command()
@@ -129,8 +126,8 @@ def verify(budget: BudgetArg) -> None:
     reservation and outcome (and, on a server, the head it keeps). Exit 0 with one line, or
     exit 4 with one line naming the first bad record."""
     ledger, _ = _read(budget, kept=False)
-    _say(f"ledger {ledger.where}: verified, {ledger.records} records, chain intact (head "
-         f"sha256 {ledger.head}); {_totals(ledger)}")
+    say(f"ledger {ledger.where}: verified, {ledger.records} records, chain intact (head "
+        f"sha256 {ledger.head}); {_totals(ledger)}")
 
 
 ToOption = Annotated[str | None, typer.Option(
@@ -194,9 +191,9 @@ def move(budget: BudgetArg, to: ToOption = None) -> None:
                 f"the file and copied nothing (its {moved.records} records copied now)")
     else:
         done = f"moved to {moved.ledger.where}"
-    _say(f"ledger {source.where}: {done}, {moved.ledger.records} records, chain intact (head "
-         f"sha256 {moved.ledger.head}); set FRAGBENCH_LEDGER_URL to that server (and unset "
-         f"{LEDGER_ENV}) for every run drawing on budget {budget}.")
+    say(f"ledger {source.where}: {done}, {moved.ledger.records} records, chain intact (head "
+        f"sha256 {moved.ledger.head}); set FRAGBENCH_LEDGER_URL to that server (and unset "
+        f"{LEDGER_ENV}) for every run drawing on budget {budget}.")
 
 
 SeriesArg = Annotated[Path, typer.Argument(
@@ -263,8 +260,9 @@ def settle(series_dir: SeriesArg) -> None:
     import os
 
     from fragbench.budget import usd
-    from fragbench.ledger import LedgerError, ledger_for
+    from fragbench.ledger import LedgerError
     from fragbench.ledger import settle as do_settle
+    from fragbench.ledger_stores import ledger_for
     from fragbench.redact import Redactor
 
     fd = _series_lock(series_dir)
@@ -273,7 +271,7 @@ def settle(series_dir: SeriesArg) -> None:
         uid, budget = header["series_uid"], header.get("budget")
         name = str(header.get("series") or uid)
         if budget is None:
-            _say(f"series {name} ({series_dir}) draws on no budget: nothing to settle.")
+            say(f"series {name} ({series_dir}) draws on no budget: nothing to settle.")
             return
         _check_id(str(budget))
         ledger = ledger_for(str(budget)).load()
@@ -282,8 +280,8 @@ def settle(series_dir: SeriesArg) -> None:
                               f"(in the store {ledger.store}; {ledger.store_help}); nothing "
                               "was written.")
         if uid not in ledger.series:
-            _say(f"ledger {ledger.where}: holds no reservation of series {name} ({uid}): "
-                 f"nothing to settle (a run drawing on another store? {ledger.store_help}).")
+            say(f"ledger {ledger.where}: holds no reservation of series {name} ({uid}): "
+                f"nothing to settle (a run drawing on another store? {ledger.store_help}).")
             return
         ledger.open(Redactor())
         try:
@@ -302,4 +300,4 @@ def settle(series_dir: SeriesArg) -> None:
     if done.still_open:
         said += (f"; {len(done.still_open)} calls stay open at their reservations (the "
                  f"journal holds no counted outcome for them: {', '.join(done.still_open)})")
-    _say(f"ledger {ledger.where}: {said}; {totals}.")
+    say(f"ledger {ledger.where}: {said}; {totals}.")

@@ -452,7 +452,7 @@ def review(experiment: Experiment, backend: str | None) -> tuple[dict[str, Any],
     what changed). Reads only: sends nothing, creates no ledger."""
     from fragbench.budget import balance
     from fragbench.errors import UsageError
-    from fragbench.ledger import ledger_for
+    from fragbench.ledger_stores import ledger_for
 
     name = backend or experiment.default_backend
     if name not in experiment.backends:

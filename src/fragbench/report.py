@@ -2,8 +2,8 @@
 it, report.html (`report_html.py`).
 
 report.md is what a reader reads: what was run, availability, citations per call, stops and
-errors, usage per cell, a section per other primary measure (`measure_sections`: its tables'
-first rows, or its own `summary`), secondary diagnostics, limits. The evidence call by call
+errors, usage per cell, a section per other primary measure (`report_data.measure_sections`: its
+tables' first rows, or its own `summary`), secondary diagnostics, limits. The evidence call by call
 (fragments, highlighted extracts, answers, raw responses) is in report.html, and every table in
 the series folder.
 
@@ -17,61 +17,28 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import attrs
 import polars as pl
 
-from fragbench.budget import usd
 from fragbench.builtin.citations import FOLDED_LEVEL, REASONS
 from fragbench.figures import has_cuts, setting_order
 from fragbench.journal import JOURNAL_FILE, read_journal, write_text_atomically
 from fragbench.redact import Redactor, secrets_in_env
-from fragbench.report_html import REPORT_HTML, write_html_report
-from fragbench.series import (
-    FIGURES_DIR,
-    MEASURES_FILE,
-    read_json,
-    read_table,
-    series_subfolder,
-    tables_of,
+from fragbench.report_data import (  # shared with report.html; tests read them here
+    LIMITS,
+    SHOWN_ROWS,
+    MeasureSection,
+    load_tables,
+    measure_sections,
+    plain_cell,
+    rows_said,
 )
+from fragbench.report_html import REPORT_HTML, write_html_report
+from fragbench.series import FIGURES_DIR, MEASURES_FILE, read_json, series_subfolder
 
 REPORT_FILE = "report.md"
-
-LIMITS = [
-    "This is a controlled lexical simulation, not a test of Google, of a provider's retrieval "
-    "system or of web citation frequency.",
-    "Results are reported per case, language and mode (and variant); three repetitions do not "
-    "estimate stable rates.",
-    "A verbatim extract shows that the words are in the supplied evidence; it does not show "
-    "that they support the whole answer. There is no overall fidelity score and no semantic "
-    "\"error rate\" without an independent reference.",
-    "The corpus is small and authored (corpus 0.2 was written for fragbench, not taken from the "
-    "parent lab); it does not represent the diversity of web pages.",
-    "The historical checker 0.1 is not included; its findings would be a secondary diagnostic, "
-    "not a measure of truth.",
-    "Another provider requires a separately recorded, authorized series; its absence is never a "
-    "comparison accomplished.",
-]
-
-
-def plain_cell(value: Any) -> str:
-    """A table value as both reports show it: null —, an empty list ∅, a list space-joined,
-    yes/no, money as a plain exact decimal, a float to 6 significant digits."""
-    if value is None:
-        return "—"
-    if isinstance(value, list):
-        return " ".join(str(v) for v in value) if value else "∅"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, Decimal):  # money: plain and exact, without the scale's zeros
-        return usd(value)
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
 
 
 # `&` first, so that the entities made for `<` and `>` are not escaped again.
@@ -124,80 +91,6 @@ def markdown_table(frame: pl.DataFrame) -> str:
     return "\n".join([head, rule, *rows])
 
 
-BUILTIN_SECTIONS = ("availability", "citations", "completeness", "usage")
-"""Built-in measures with sections of their own; every other primary measure is shown by
-`measure_sections`."""
-SHOWN_ROWS = 20
-"""A measure's table is shown in the reports up to this many rows, its row count said."""
-
-
-@attrs.frozen
-class Shown:
-    """One titled frame of a measure's section: its first SHOWN_ROWS rows, and how many."""
-
-    title: str
-    frame: pl.DataFrame
-    rows: int
-
-
-@attrs.frozen
-class MeasureSection:
-    measure: str
-    tables: tuple[str, ...]
-    """The tables it wrote (in the series folder)."""
-    parts: tuple[Shown, ...]
-    own: bool
-    """Drawn by the measure's own `summary`, rather than its tables as they are."""
-
-
-def _installed(name: str) -> Any:
-    from fragbench.plugins import registry
-
-    return next((e.obj for e in registry().entries if e.kind == "measure" and e.name == name),
-                None)
-
-
-def measure_sections(manifest: list[dict[str, Any]], tables: dict[str, pl.DataFrame]
-                     ) -> list[MeasureSection]:
-    """A section for every primary measure other than the built-ins (`BUILTIN_SECTIONS`), in
-    the order measures.json lists them. By default it shows each of the measure's tables; a
-    measure may define `summary(tables) -> list[tuple[str, pl.DataFrame]]` (its own tables by
-    name in, titled frames out) to show those instead. Either way the core draws them (the
-    first SHOWN_ROWS rows, the row count said; each value formatted, escaped and, in
-    report.html, redacted), so a measure never writes markup. A measure no longer installed
-    is shown by default."""
-    from fragbench.errors import PluginError
-    from fragbench.measure_tables import summary_problem
-    from fragbench.plugins import call_plugin, describe
-
-    names: dict[str, list[str]] = {}
-    for entry in manifest:
-        if entry["kind"] == "primary" and entry["measure"] not in BUILTIN_SECTIONS:
-            names.setdefault(entry["measure"], []).append(entry["table"])
-    sections = []
-    for name, owned in names.items():
-        measure = _installed(name)
-        mine = {t: tables[t] for t in owned}
-        own = measure is not None and callable(getattr(measure, "summary", None))
-        if own:
-            parts = call_plugin("measure", measure, "summary", mine)
-            problem = summary_problem(parts)
-            if problem is not None:
-                raise PluginError(f"{describe('measure', measure)}: {problem[1]}; fix or "
-                                  "uninstall that plugin.")
-        else:
-            parts = list(mine.items())
-        sections.append(MeasureSection(name, tuple(owned), tuple(
-            Shown(title, frame.head(SHOWN_ROWS), frame.height) for title, frame in parts), own))
-    return sections
-
-
-def rows_said(shown: Shown) -> str:
-    if shown.rows <= shown.frame.height:
-        return f"{shown.rows} row{'s' if shown.rows != 1 else ''}"
-    return f"{shown.rows} rows, the first {shown.frame.height} shown"
-
-
 def _measure_section(section: MeasureSection) -> list[str]:
     files = ", ".join(f"`{t}.parquet`" for t in section.tables)
     how = ("as the measure summarizes them" if section.own else
@@ -209,12 +102,6 @@ def _measure_section(section: MeasureSection) -> list[str]:
         out += [f"### {markdown_text(shown.title)} ({rows_said(shown)})", "",
                 markdown_table(shown.frame) if shown.frame.width else "(no column)", ""]
     return out[:-1]
-
-
-def load_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
-    """Every table measures.json lists, by name (calls and each measure's)."""
-    return {name: read_table(series_dir, name, rel)
-            for name, rel in tables_of(series_dir, recorded=False)}
 
 
 def _run_section(series_dir: Path, info: dict[str, Any], status: dict[str, Any],

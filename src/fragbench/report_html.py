@@ -412,10 +412,10 @@ def _availability(availability: pl.DataFrame) -> dict[str, Any]:
 
 
 def _measure_view(section: Any) -> dict[str, Any]:
-    """A primary measure's section (`fragbench.report.measure_sections`) as the template draws
+    """A primary measure's section (`fragbench.report_data.measure_sections`) as the template draws
     it: each value already formatted as report.md shows it, a plain string that the
     environment then redacts and escapes like any other."""
-    from fragbench.report import SHOWN_ROWS, plain_cell, rows_said
+    from fragbench.report_data import SHOWN_ROWS, plain_cell, rows_said
 
     return {"name": section.measure, "tables": section.tables, "own": section.own,
             "shown_rows": SHOWN_ROWS,
@@ -498,8 +498,8 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
 
     from fragbench.journal import JOURNAL_FILE, read_journal
     from fragbench.redact import Redactor
-    from fragbench.report import FIGURES_DIR, LIMITS, load_tables, measure_sections
-    from fragbench.series import read_json
+    from fragbench.report_data import LIMITS, load_tables, measure_sections
+    from fragbench.series import FIGURES_DIR, read_json
 
     if redact is None:
         redact = Redactor.from_env().text

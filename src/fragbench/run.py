@@ -83,7 +83,7 @@ from fragbench.journal import (
     spent,
 )
 from fragbench.ledger import LedgerBase as Ledger
-from fragbench.ledger import ledger_for
+from fragbench.ledger_stores import ledger_for
 from fragbench.plan import PlannedCall, call_reservation, plan_path, verify
 from fragbench.plugins import registry
 from fragbench.redact import Redactor, secrets_in_env

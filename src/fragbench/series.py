@@ -467,7 +467,7 @@ def _ledger_witness(info: Any) -> str | None:
     # Imported here: only an unchained journal needs it (and a server's ledger, psycopg).
     from fragbench.config import file_name_problem
     from fragbench.errors import FragbenchError
-    from fragbench.ledger import ledger_for
+    from fragbench.ledger_stores import ledger_for
 
     budget = info.get("budget") if isinstance(info, dict) else None
     uid = info.get("series_uid") if isinstance(info, dict) else None

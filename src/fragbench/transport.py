@@ -40,6 +40,8 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import attrs
 
+from fragbench import bounded_json, limits
+from fragbench.bounded_json import BodyError, loads
 from fragbench.errors import FragbenchError
 from fragbench.interfaces import BackendFailure, Reply, Request
 from fragbench.toml_types import type_mismatch
@@ -50,13 +52,13 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 """What `within`'s `work` returns, and so `within` too."""
 
-MAY_BE_BILLED = "the server may have received and billed it"
+MAY_BE_BILLED = limits.MAY_BE_BILLED
 """The words a BackendFailure's message ends with when the request may have reached the server
 (the reservation stays counted)."""
 NEVER_SENT = "the request never left this machine and nothing was billed"
 """The words a BackendFailure's message ends with when `never_sent` is proven."""
 
-MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_BODY_BYTES = limits.MAX_BODY_BYTES
 """The default bound on a response body, after decompression: 4 MiB, about a thousand times a
 protocol answer. `SDKSession.max_body_bytes` is set from the frozen plan before the first call;
 a larger body is a technical failure (`too_large`), its first bytes kept."""
@@ -361,8 +363,6 @@ def usage_places(raw: str | None) -> dict[str, Any] | None:
     wrong with a field the reader could not take (`usage.output_tokens is 180.0, not a whole
     number`), and for the total a Responses body reports (`usage.total_tokens`), which the
     built-in reader does not take."""
-    from fragbench.bounded_json import BodyError, loads
-
     if raw is None:
         return None
     try:
@@ -389,10 +389,9 @@ def shown(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def clean(text: str) -> str:
-    """Lone surrogates (from JSON escapes such as \\ud83d) become U+FFFD in the parsed text,
-    so that it can be written as UTF-8; the raw body keeps them as sent."""
-    return re.sub("[\ud800-\udfff]", "\ufffd", text)
+clean = bounded_json.clean
+# Defined beside the JSON reader, which shows a repeated key cleaned; bound here by assignment
+# (not imported by name) so that the kit's API reference documents it with the kit.
 
 
 def text_or_none(value: Any) -> str | None:
@@ -578,8 +577,6 @@ class _Session:
     def _read(self, text: str, readable: str, status: int, request_id: str | None) -> Reply:
         """`readable` parsed (bounded) and read; `text`, the body with invalid bytes escaped,
         is what is kept as raw."""
-        from fragbench.bounded_json import BodyError, loads
-
         try:
             body = loads(readable)
         except BodyError as exc:

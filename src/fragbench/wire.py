@@ -56,7 +56,7 @@ import h11
 import httpx2
 
 from fragbench.errors import FragbenchError
-from fragbench.transport import MAX_BODY_BYTES, MAY_BE_BILLED
+from fragbench.limits import MAX_BODY_BYTES, MAY_BE_BILLED
 
 MAX_HEAD = 64 * 1024
 """The most bytes a response head (status line and headers) may take; h11 refuses a longer

@@ -30,6 +30,8 @@ from fragbench.testing import check_backend
 from fragbench.testing.loopback import ANTHROPIC_ACCOUNT, Server, http_error, ok
 from fragbench.transport import Route
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[3]
 EXPERIMENT = ROOT / "experiments" / "protocol-1.0-anthropic"
 # Shaped like real credentials, written in two parts so that no literal in the repository looks

@@ -29,6 +29,8 @@ from fragbench.requests import canonical_json
 from fragbench.testing import check_backend
 from fragbench.testing.loopback import OPENAI_ACCOUNT, Server, http_error, ok, redirect
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[3]
 EXPERIMENT = ROOT / "experiments" / "protocol-1.0-openai-chat"
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
