@@ -116,6 +116,19 @@ def elsewhere(tmp_path: Path) -> Path:
     return folder
 
 
+def refused_as_linked(series: Path, folder: str, elsewhere: Path, *args: str) -> str:
+    """`fragbench ARGS` with SERIES/FOLDER a link to `elsewhere`: exit 4, one line naming the
+    link, nothing written there or in the series. The line, for what else it must say."""
+    (series / folder).symlink_to(elsewhere, target_is_directory=True)
+    before, there = stats(series), stats(elsewhere)
+    result = run_cli(*args)
+    assert result.returncode == 4, result.stdout + result.stderr
+    [line] = error_lines(result.stderr)
+    assert f"{series / folder}: is a symbolic link" in line, line
+    assert stats(elsewhere) == there and stats(series) == before
+    return line
+
+
 @pytest.mark.parametrize(("command", "folder"), [("report", "figures"),
                                                   ("measure", "figures"),
                                                   ("measure", "diagnostics")])
@@ -125,13 +138,8 @@ def test_a_linked_folder_inside_a_series_is_refused(extractive: Path, elsewhere:
     nothing written, neither where the link points nor in the series."""
     if (extractive / folder).exists():
         shutil.rmtree(extractive / folder)
-    (extractive / folder).symlink_to(elsewhere, target_is_directory=True)
-    before, there = stats(extractive), stats(elsewhere)
-    result = run_cli(command, str(extractive))
-    assert result.returncode == 4, result.stdout + result.stderr
-    [line] = error_lines(result.stderr)
-    assert f"{extractive / folder}: is a symbolic link" in line and "nothing was written" in line
-    assert stats(elsewhere) == there and stats(extractive) == before
+    line = refused_as_linked(extractive, folder, elsewhere, command, str(extractive))
+    assert "nothing was written" in line
 
 
 @pytest.fixture
@@ -145,13 +153,8 @@ def test_a_linked_diagnostics_folder_gets_no_diagnostic_table(extractive: Path,
     """The folder a diagnostic measure's tables go in (`measure --diagnostic`): refused
     linked, before any table is written."""
     install("fragbench-cell-cost-d", cell_cost(name="cell-cost-d", kind="diagnostic"))
-    (extractive / "diagnostics").symlink_to(elsewhere, target_is_directory=True)
-    before, there = stats(extractive), stats(elsewhere)
-    result = run_cli("measure", str(extractive), "--diagnostic", "cell-cost-d")
-    assert result.returncode == 4, result.stdout + result.stderr
-    [line] = error_lines(result.stderr)
-    assert f"{extractive / 'diagnostics'}: is a symbolic link" in line
-    assert stats(elsewhere) == there and stats(extractive) == before
+    refused_as_linked(extractive, "diagnostics", elsewhere,
+                      "measure", str(extractive), "--diagnostic", "cell-cost-d")
     (extractive / "diagnostics").unlink()  # without the link, the same command writes it
     assert run_cli("measure", str(extractive), "--diagnostic", "cell-cost-d").returncode == 0
     assert (extractive / "diagnostics" / "cell_cost.parquet").is_file()
@@ -178,13 +181,8 @@ def test_a_linked_export_folder_is_refused_and_a_linked_out_replaced(extractive:
     """SERIES/export, the export's default: a link there is refused as figures/ is. An --out
     the user names that is a link is replaced whole by the export, as a linked file is, its
     folder untouched and no trace of the link left beside it."""
-    (extractive / "export").symlink_to(elsewhere, target_is_directory=True)
-    before, there = stats(extractive), stats(elsewhere)
-    result = run_cli("export", str(extractive), "--format", "csv")
-    assert result.returncode == 4, result.stdout + result.stderr
-    [line] = error_lines(result.stderr)
-    assert f"{extractive / 'export'}: is a symbolic link" in line
-    assert stats(elsewhere) == there and stats(extractive) == before
+    refused_as_linked(extractive, "export", elsewhere, "export", str(extractive), "--format",
+                      "csv")
 
     side = tmp_path / "side"
     (side / "empty").mkdir(parents=True)

@@ -317,15 +317,9 @@ class Killed(BaseException):
     """A kill at a chosen step of `move` (raised where the step would run)."""
 
 
-@pytest.mark.parametrize("step", ["_copy", "_read_back"])
-def test_a_move_stopped_midway_leaves_one_store_and_a_second_move_completes(
-        to_move: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
-    """Killed after the file's `moved` record (before the copy) or after the copy committed
-    (before it is read back): never both stores usable, and `move` run again completes the
-    move, the file with one `moved` record and the server with the file's records."""
+def killed_move(step: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ledger move b` stopped at `step` (raised where it would run)."""
     import fragbench.ledger_pg
-
-    before = to_move.read_bytes().splitlines()
 
     def kill(*args: object) -> None:
         raise Killed(step)
@@ -334,6 +328,16 @@ def test_a_move_stopped_midway_leaves_one_store_and_a_second_move_completes(
         m.setattr(fragbench.ledger_pg, step, kill)
         with pytest.raises(Killed):
             run_cli("ledger", "move", "b")
+
+
+@pytest.mark.parametrize("step", ["_copy", "_read_back"])
+def test_a_move_stopped_midway_leaves_one_store_and_a_second_move_completes(
+        to_move: Path, ledger_url: str, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """Killed after the file's `moved` record (before the copy) or after the copy committed
+    (before it is read back): never both stores usable, and `move` run again completes the
+    move, the file with one `moved` record and the server with the file's records."""
+    before = to_move.read_bytes().splitlines()
+    killed_move(step, monkeypatch)
     stores = usable(to_move, ledger_url)
     assert stores == ([] if step == "_copy" else ["server"])
     again = run_cli("ledger", "move", "b")
@@ -376,19 +380,6 @@ def test_a_copy_that_reads_back_differently_leaves_the_file_retired(
     assert usable(to_move, ledger_url) == []
     assert run_cli("ledger", "move", "b").returncode == 0
     assert usable(to_move, ledger_url) == ["server"]
-
-
-def killed_move(step: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`ledger move b` stopped at `step` (raised where it would run)."""
-    import fragbench.ledger_pg
-
-    def kill(*args: object) -> None:
-        raise Killed(step)
-
-    with monkeypatch.context() as m:
-        m.setattr(fragbench.ledger_pg, step, kill)
-        with pytest.raises(Killed):
-            run_cli("ledger", "move", "b")
 
 
 def test_a_move_run_again_after_one_that_copied_nothing_says_it_completes_it(

@@ -172,7 +172,55 @@ writer's `repair` record, which chains to the last whole line and names the torn
 is refused.
 """
 
-COMPARE_OUT = (r"""## compare --out: series cell by cell
+_CELL_KEY: list[tuple[str, str, str]] = [
+    ("case", "String", "case ID"),
+    ("lang", "String", "language code"),
+    ("variant", "String", "sentence order"),
+    ("mode", "String", "retrieval or full"),
+    ("rep", "Int32", "repetition, 1-based"),
+]
+"""The columns that name a cell and repetition, first in both of compare's tables."""
+_COMPARE_PAIR: list[tuple[str, str, str]] = [*_CELL_KEY,
+    ("compared", "Boolean", "both sides answered (completed or incomplete) the same request"),
+    ("differs", "Boolean",
+     "a compared cell's status, parsed, valid or invalid citation count, "
+     "or set of conditions cited validly differ; null when not compared"),
+    ("status_a", "String", "side A's call status; null when the cell is absent from A"),
+    ("status_b", "String", "idem, side B"),
+    ("parsed_a", "Boolean", "side A's answer parsed; null when not measured"),
+    ("parsed_b", "Boolean", "idem, side B"),
+    ("n_citations_a", "Int32", "side A's citations"),
+    ("n_citations_b", "Int32", "idem, side B"),
+    ("n_valid_a", "Int32", "side A's valid citations (exact level)"),
+    ("n_valid_b", "Int32", "idem, side B"),
+    ("n_invalid_a", "Int32", "side A's other citations"),
+    ("n_invalid_b", "Int32", "idem, side B"),
+    ("conditions_cited_validly_a", "List(String)",
+     "the conditions side A cites validly "
+     "(compared as a set)"),
+    ("conditions_cited_validly_b", "List(String)", "idem, side B"),
+    ("cost_usd_a", "Decimal(38, 18)", "side A's call cost, USD (never part of `differs`)"),
+    ("cost_usd_b", "Decimal(38, 18)", "idem, side B"),
+    ("note", "String", "why a cell is not compared (empty when it is)"),
+]
+_COMPARE_GRID: list[tuple[str, str, str]] = [*_CELL_KEY,
+    ("compared", "Boolean", "every series answered the same request"),
+    ("differs", "Boolean", "any series differs from S1 as for two; null when not compared"),
+    ("status_S<i>", "String", "series i's call status; null when absent"),
+    ("parsed_S<i>", "Boolean", "its answer parsed"),
+    ("n_valid_S<i>", "Int32", "its valid citations"),
+    ("n_invalid_S<i>", "Int32", "its other citations"),
+    ("conditions_cited_validly_S<i>", "List(String)", "the conditions it cites validly"),
+]
+
+
+def _compare_table(rows: list[tuple[str, str, str]]) -> str:
+    return "\n".join(["| column | type | meaning |", "|---|---|---|",
+                      *(f"| `{c}` | `{t}` | {m} |" for c, t, m in rows)])
+
+
+COMPARE_OUT = "\n".join([
+    """## compare --out: series cell by cell
 
 `fragbench compare A B --out FILE` (`.parquet`, `.csv` or `.jsonl`) writes one row per planned
 cell and repetition, in cell order, and beside it, once, `FILE.json` (`cmp.csv` ->
@@ -181,58 +229,21 @@ no warning column: a warning is about a series, not a cell, and was the same on 
 
 Two series: each side's columns end in `_a` or `_b` (sides A and B, as on screen and on the
 page).
-
-| column | type | meaning |
-|---|---|---|
-| `case` | `String` | case ID |
-| `lang` | `String` | language code |
-| `variant` | `String` | sentence order |
-| `mode` | `String` | retrieval or full |
-| `rep` | `Int32` | repetition, 1-based |
-| `compared` | `Boolean` | both sides answered (completed or incomplete) the same request |
-| `differs` | `Boolean` | a compared cell's status, parsed, valid or invalid citation count, """
-r"""or set of conditions cited validly differ; null when not compared |
-| `status_a` | `String` | side A's call status; null when the cell is absent from A |
-| `status_b` | `String` | idem, side B |
-| `parsed_a` | `Boolean` | side A's answer parsed; null when not measured |
-| `parsed_b` | `Boolean` | idem, side B |
-| `n_citations_a` | `Int32` | side A's citations |
-| `n_citations_b` | `Int32` | idem, side B |
-| `n_valid_a` | `Int32` | side A's valid citations (exact level) |
-| `n_valid_b` | `Int32` | idem, side B |
-| `n_invalid_a` | `Int32` | side A's other citations |
-| `n_invalid_b` | `Int32` | idem, side B |
-| `conditions_cited_validly_a` | `List(String)` | the conditions side A cites validly """
-r"""(compared as a set) |
-| `conditions_cited_validly_b` | `List(String)` | idem, side B |
-| `cost_usd_a` | `Decimal(38, 18)` | side A's call cost, USD (never part of `differs`) |
-| `cost_usd_b` | `Decimal(38, 18)` | idem, side B |
-| `note` | `String` | why a cell is not compared (empty when it is) |
-
+""",
+    _compare_table(_COMPARE_PAIR),
+    """
 More than two series: the sides are S1, S2, … in the order given (as on screen and on the
 page), each with its five columns, in that order; `differs` is against S1.
-
-| column | type | meaning |
-|---|---|---|
-| `case` | `String` | case ID |
-| `lang` | `String` | language code |
-| `variant` | `String` | sentence order |
-| `mode` | `String` | retrieval or full |
-| `rep` | `Int32` | repetition, 1-based |
-| `compared` | `Boolean` | every series answered the same request |
-| `differs` | `Boolean` | any series differs from S1 as for two; null when not compared |
-| `status_S<i>` | `String` | series i's call status; null when absent |
-| `parsed_S<i>` | `Boolean` | its answer parsed |
-| `n_valid_S<i>` | `Int32` | its valid citations |
-| `n_invalid_S<i>` | `Int32` | its other citations |
-| `conditions_cited_validly_S<i>` | `List(String)` | the conditions it cites validly |
-
+""",
+    _compare_table(_COMPARE_GRID),
+    """
 `FILE.json`: `sides`, one object per side in order (`side`: `A`, `B` or `S1`, `S2`, …, the
 suffix of its columns; `experiment`, `series`, `folder`, `label`, `is_model`, `state`,
 `stop_reason`); `warnings`, the lines the terminal prints first (a stopped or incomplete series,
 different frozen plans, the cells not compared), an empty list when there is none; `counts`
 of cells (`cells`, `compared`, `differing`, `same`, `not_compared`; no score).
-""")
+""",
+])
 """`compare --out`'s tables (not a series' tables: `fragbench.compare` writes them),
 documented on the same page; tests/test_compare_page.py holds them to it."""
 
