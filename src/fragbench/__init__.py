@@ -32,10 +32,10 @@ def scan(path: str | Path, strict: bool = False) -> dict[str, pl.LazyFrame]:
     Every table has `experiment`, `series`, the series' `state` (complete, stopped,
     interrupted) and `series_stop_reason` columns; the `series` table has one row per series
     (backend, is_model, state, calls planned and sent). A series under a folder that cannot be
-    read is skipped with a warning (`fragbench.compare.SkippedSeries`) naming it; `strict=True`
-    raises its error instead. Details: `fragbench.compare.scan`.
+    read is skipped with a warning (`fragbench.series.scan.SkippedSeries`) naming it; `strict=True`
+    raises its error instead. Details: `fragbench.series.scan.scan`.
     """
-    from fragbench.compare import scan as _scan
+    from fragbench.series.scan import scan as _scan
 
     return _scan(path, strict=strict)
 

@@ -1,3 +1,3 @@
-from fragbench.cli import main
+from fragbench.cli.commands import main
 
 main()

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import re
 
-MONEY_DECIMALS = 18
-"""The scale of every money column: the config refuses prices whose per-token amount is not
-exact at it, so that every cost is."""
+MONEY_SCALE = 18
+"""The decimals of every money column: the config refuses prices whose per-token amount is not
+exact at this scale, so that every cost is."""
 MONEY_PRECISION = 38
 """The most a Parquet 128-bit decimal holds: 20 integer digits beside the scale."""
-MONEY_SCALE = MONEY_DECIMALS  # the config refuses prices that are not exact at this scale
-MONEY_TYPE = f"Decimal({MONEY_PRECISION}, {MONEY_SCALE}), exact"
 PLAIN_AMOUNT = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
-"""An amount as `fragbench.budget.usd` writes it and a config, a journal or a ledger holds it:
+"""An amount as `fragbench.budget.money.usd` writes it and a config, a journal or a ledger holds it:
 ASCII digits, maybe a point and more; never a sign, an exponent, a space, an underscore or
 another script's digits (all of which Decimal() reads). `fullmatch` it. Here, with the money
 columns, because config, journal and ledger all import this module and it imports none."""
@@ -27,6 +25,9 @@ PASSAGE_COLUMNS = {
     "variant": "sentence order",
 }
 
+PASSAGE = list(PASSAGE_COLUMNS)
+"""The passage key, in the order every table sorts by: case, language, sentence order."""
+
 CALL_COLUMNS = {
     "call_id": "planned call ID",
     **PASSAGE_COLUMNS,
@@ -35,10 +36,14 @@ CALL_COLUMNS = {
 }
 
 # Column types as a measure declares them (`Measure.tables`): the names
-# `fragbench.measure_tables.type_name` gives Polars types, as strings, so that a plugin module
+# `fragbench.series.measure_tables.type_name` gives Polars types, as strings, so that a plugin
+# module
 # imports no Polars when fragbench starts.
 MONEY_DTYPE = f"Decimal({MONEY_PRECISION}, {MONEY_SCALE})"
-"""The one type of every money column (a name ending in `_usd`), as a measure declares it."""
+"""The one type of every money column (a name ending in `_usd`), as a measure declares it
+(`fragbench.series.folder.MONEY` is the same as a Polars type)."""
+MONEY_TYPE = f"{MONEY_DTYPE}, exact"
+"""The same type in a column's description (docs/tables.md)."""
 IDS = "List(String)"
 """A list of fact IDs (or of short codes): space-joined in an exported CSV."""
 KEY_COLUMNS = ("case", "lang")
@@ -65,7 +70,7 @@ RESERVED_COLUMNS = frozenset({
 })
 """Every column of the tables the core documents (`fragbench.schemas.TYPES`: facts, retrieval,
 calls and the built-in measures' tables), which no corpus group key may take
-(`fragbench.corpus_columnar.reserved_group_keys`). Written out here, not read from `schemas`
+(`fragbench.corpus.columnar.reserved_group_keys`). Written out here, not read from `schemas`
 (which imports the built-in measures, the retrieval and the series): the corpus sits below
-them all. tests/test_corpus_columnar.py checks it equals TYPES' columns, so a table's new
+them all. tests/corpus/test_corpus_columnar.py checks it equals TYPES' columns, so a table's new
 column fails there until it is added."""

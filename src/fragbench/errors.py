@@ -24,9 +24,13 @@ Anything else that escapes is our bug and keeps its traceback.
 from __future__ import annotations
 
 EXIT_INTERNAL = 1
+"""A bug in fragbench or a plugin: the traceback is for us."""
 EXIT_USAGE = 2
+"""The command line is wrong (`UsageError`)."""
 EXIT_STOPPED = 3
+"""Collection began and stopped; what was recorded is kept."""
 EXIT_REFUSED = 4
+"""An input, file or environment is unusable; nothing was sent (`FragbenchError`)."""
 EXIT_SIGNAL_BASE = 128
 """Interrupted by signal N: exit 128 + N (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
 
@@ -47,6 +51,7 @@ class UsageError(FragbenchError):
     """The command line asks for something that cannot be: wrong or missing options."""
 
     exit_code = EXIT_USAGE
+    """2: the command line is wrong."""
 
 
 class CorpusError(FragbenchError):
@@ -75,6 +80,7 @@ class Interrupted(FragbenchError):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        """128 + the signal's number (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
 
 
 class PluginError(FragbenchError):

@@ -85,7 +85,7 @@ class Chunker(Protocol):
     - `overlap`: True when chunks may share sentences or characters (a sliding window). A
       chunker without it promises that its chunks, in chunk order, hold each sentence (or,
       for spans, each non-whitespace character of the passage) exactly once, in passage
-      order; the test kit checks that promise (`fragbench.spans.coverage_problems`).
+      order; the test kit checks that promise (`fragbench.retrieval.spans.coverage_problems`).
     """
 
     name: str
@@ -120,7 +120,7 @@ class Scorer(Protocol):
     """Scores every chunk of every passage against its passage's question, all at once.
 
     The core ranks each passage's chunks by score and selects the top-k (ties to the chunk
-    that comes first in the passage, `fragbench.retrieval`), so every scorer gets the same
+    that comes first in the passage, `fragbench.retrieval.passages`), so every scorer gets the same
     selection rule.
 
     **Exactness: scores are batch-consistent to the bit.** The same chunk, scored in any batch
@@ -202,7 +202,7 @@ digits only: `\\d` would also take Arabic-Indic (`٢٠٢٦`) or full-width (`２
 no provider writes, as a dated snapshot priced at the frozen rates."""
 
 COST_FIELDS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens")
-"""The usage fields the cost formula reads (fragbench.budget.cost): the only names allowed in
+"""The usage fields the cost formula reads (fragbench.budget.money.cost): the only names allowed in
 `Contract.usage_fields`, which must include input_tokens and output_tokens."""
 
 
@@ -216,7 +216,7 @@ class Usage:
     `cache_write_tokens` written to one; `output_tokens` includes reasoning tokens, which
     `reasoning_tokens` details (a reader whose API counts them apart adds them to the output,
     as the Gemini example in docs/adding-a-backend.md does). A usage that breaks these terms
-    is one the request could not have produced (`fragbench.collect.impossible`): reasoning
+    is one the request could not have produced (`fragbench.calls.collector.impossible`): reasoning
     above the output it is part of, or above the contract's output ceiling; a `total_tokens`
     other than input plus output. Its cost is then unknown (counted at the call's
     reservation) and the series stops.
@@ -383,7 +383,7 @@ class Contract:
     """How the provider names a dated snapshot of the model asked for (a regular expression
     for the suffix): a response naming `model` + a match is the same model. OpenAI writes
     `-YYYY-MM-DD`; the Messages API `-YYYYMMDD`. The core matches it with `re.ASCII`
-    (`fragbench.collect.model_matches`), so `\\d` and `\\w` in it mean ASCII digits and
+    (`fragbench.calls.collector.model_matches`), so `\\d` and `\\w` in it mean ASCII digits and
     letters only (a model name in other digits is another model); write `[0-9]` all the same."""
 
     def problems(self) -> list[str]:
@@ -488,7 +488,7 @@ class Measure(Protocol):
     `diagnostic`: run on demand (`--diagnostic`), tables under `diagnostics/`."""
     tables: dict[str, dict[str, str]]
     """Every table `compute` may return: table name -> column -> Polars type, written as
-    `fragbench.measure_tables.type_name` writes it (`"String"`, `"Int32"`, `"List(String)"`,
+    `fragbench.series.measure_tables.type_name` writes it (`"String"`, `"Int32"`, `"List(String)"`,
     `"Decimal(38, 18)"`), in column order. Strings, so that the plugin's module imports no
     Polars at start-up. `measure` and `run` refuse, before any table is written, a table that
     is not declared, other columns or types, or a money column (`*_usd`) that is not

@@ -203,8 +203,7 @@ def code_files(kind: str, obj: Any) -> dict[str, Path]:
       for an editable install), except `__pycache__` folders and compiled `.pyc`/`.pyo`
       files; a plugin that is a single module, that module's file.
     - fragbench's own code (the built-in plugins): the one module file that defines the
-      object, since the rest of the core is identified by fragbench's version, which the plan
-      records with the other packages.
+      object; the rest of fragbench is recorded once for the whole plan (`core_files`).
 
     PluginError, naming the plugin, when the code has no files on disk to read.
     """
@@ -241,15 +240,55 @@ def code_files(kind: str, obj: Any) -> dict[str, Path]:
 def code_sha256(kind: str, obj: Any) -> dict[str, str]:
     """The sha256 of each of `code_files`, by relative path, sorted: what the frozen plan
     records of a plugin's code, so that a change names the file."""
+    return _digests(code_files(kind, obj), describe(kind, obj), "fix or reinstall that plugin")
+
+
+def _digests(files: dict[str, Path], who: str, fix: str) -> dict[str, str]:
     digests = {}
-    for name, path in code_files(kind, obj).items():
+    for name, path in files.items():
         try:
             with path.open("rb") as fh:
                 digests[name] = hashlib.file_digest(fh, "sha256").hexdigest()
         except OSError as exc:
-            raise PluginError(f"{describe(kind, obj)}: {path} cannot be read ({exc.strerror}); "
-                              "fix or reinstall that plugin.") from None
+            raise PluginError(f"{who}: {path} cannot be read ({exc.strerror}); {fix}.") from None
     return digests
+
+
+CORE_LEFT_OUT = ("builtin", "scaffold", "testing")
+"""Folders of the package that are not in the core's identity: the built-in plugins (each is
+recorded as a plugin, with the file that defines it, where a plan uses it), `fragbench new`'s
+scaffolds and the plugin authors' test kit (neither runs in a plan, a run or a report)."""
+CORE_SUFFIXES = (".py", ".j2", ".js")
+"""What runs or renders: the modules, and the report pages' templates and script."""
+
+
+def core_files() -> dict[str, Path]:
+    """fragbench's own code, by path from the folder holding the package (`fragbench/calls/
+    collector.py`: the same for a wheel and for a source tree), sorted: every module and page
+    template of the installed package outside `CORE_LEFT_OUT`, compiled files and caches
+    left out. The plan records each one's sha256 (`core_identity`), so that a change to how
+    calls are reserved or stopped is named by `plan` and refused by `run`, as a plugin's is."""
+    root = Path(__file__).resolve().parent
+    found: dict[str, Path] = {}
+    for where, dirs, files in os.walk(root):
+        top = Path(where) == root
+        dirs[:] = sorted(d for d in dirs
+                         if d != "__pycache__" and not (top and d in CORE_LEFT_OUT))
+        for name in files:
+            if name.endswith(CORE_SUFFIXES):
+                path = Path(where) / name
+                found[path.relative_to(root.parent).as_posix()] = path
+    return dict(sorted(found.items()))
+
+
+def core_identity() -> dict[str, Any]:
+    """What the frozen plan records of fragbench itself: its version, one sha256 over its
+    files (`sha256sum`'s lines of `code_sha256`, joined), and each file's sha256."""
+    digests = _digests(core_files(), "fragbench", "reinstall fragbench")
+    listing = "".join(f"{digest}  {name}\n" for name, digest in digests.items())
+    return {"version": _version("fragbench"),
+            "sha256": hashlib.sha256(listing.encode()).hexdigest(),
+            "code_sha256": digests}
 
 
 @attrs.frozen

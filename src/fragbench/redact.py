@@ -53,11 +53,13 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 MARK = "[redacted]"
+"""What stands in a text where a secret was."""
 MIN_SECRET = 8
 """Shorter values are not treated as secrets: they would match ordinary words."""
 
 SECRET_ENV = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD|_ORG_ID|_PROJECT_ID|ORGANIZATION)$",
                         re.IGNORECASE)
+"""The names of environment variables whose values are secrets, in any letter case."""
 
 # Shaped like OpenAI's identifiers (long enough that ordinary words never match).
 ACCOUNT_PATTERN = (
@@ -66,6 +68,8 @@ ACCOUNT_PATTERN = (
     r"|\bproj_[A-Za-z0-9]{16,}"           # project IDs
     r"|\bBearer\s+[A-Za-z0-9._~+/=-]{16,}"
 )
+"""What is redacted wherever it appears, in any letter case, even when no variable holds it:
+text shaped like an OpenAI key, organization or project ID, or a Bearer header."""
 _SHAPES = re.compile(ACCOUNT_PATTERN, re.IGNORECASE)
 # Where a shape can start (lower case): the shapes are tried only there.
 _SHAPE_STARTS = ("sk-", "org-", "proj_", "bearer")
@@ -363,6 +367,9 @@ def _skeleton(text: str) -> str:
 
 
 class Redactor:
+    """Redacts the secrets it was given (values of `MIN_SECRET` characters or more), in every
+    form the module docstring lists, and anything shaped like `ACCOUNT_PATTERN`."""
+
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._secrets = sorted({s for v in secrets for s in (v, v.strip()) if len(s) >= MIN_SECRET},
                               key=len, reverse=True)
@@ -380,6 +387,7 @@ class Redactor:
 
     @classmethod
     def from_env(cls) -> Redactor:
+        """A redactor of every secret in this process's environment (`secrets_in_env`)."""
         return cls(secrets_in_env())
 
     def found(self, text: str) -> bool:

@@ -27,7 +27,7 @@ session ignores are said to be ignored), and for a billed run the budget's balan
 ledger store with how many records the ledger holds (the first run drawing on a budget in a
 store says that it starts its ledger there, and how to point at another store).
 
-Interruption (`interruption`, see `fragbench.interruption`): no call starts once it is
+Interruption (`interruption`, see `fragbench.calls.interruption`): no call starts once it is
 requested; the series ends as `interrupted` with its tables and report. Requested before the
 series folder exists, nothing is written (`Interrupted`).
 """
@@ -49,8 +49,10 @@ from typing import Any
 import attrs
 import polars as pl
 
-from fragbench.budget import balance, usd
-from fragbench.collect import (
+from fragbench.budget.ledger import LedgerBase as Ledger
+from fragbench.budget.money import balance, usd
+from fragbench.budget.stores import ledger_for
+from fragbench.calls.collector import (
     BudgetBook,
     Progress,
     Stop,
@@ -58,8 +60,8 @@ from fragbench.collect import (
     concurrency_problem,
     pacing_problem,
 )
-from fragbench.config import FILE_NAME_RULE, Experiment, file_name_problem, load_experiment
-from fragbench.corpus import cases_frame, facts_frame
+from fragbench.calls.interruption import Interruption
+from fragbench.corpus.cases import cases_frame, facts_frame
 from fragbench.errors import (
     BudgetError,
     ConfigError,
@@ -69,29 +71,18 @@ from fragbench.errors import (
     UsageError,
     first_line,
 )
+from fragbench.experiment.config import Experiment, load_experiment
+from fragbench.experiment.plan import PlannedCall, call_reservation, plan_path, verify
+from fragbench.experiment.requests import request_text
+from fragbench.files import FILE_NAME_RULE, file_name_problem, fsync_dir, make_dirs, now
 from fragbench.interfaces import Backend, Session
-from fragbench.interruption import Interruption
-from fragbench.journal import (
-    CHAINED,
-    FORMAT_FIELD,
-    JOURNAL_FILE,
-    Journal,
-    fsync_dir,
-    make_dirs,
-    now,
-    read_journal,
-    spent,
-)
-from fragbench.ledger import LedgerBase as Ledger
-from fragbench.ledger_stores import ledger_for
-from fragbench.plan import PlannedCall, call_reservation, plan_path, verify
 from fragbench.plugins import registry
 from fragbench.redact import Redactor, secrets_in_env
-from fragbench.report import FIGURES_DIR, write_report
-from fragbench.report_html import REPORT_HTML
-from fragbench.requests import request_text
-from fragbench.series import (
+from fragbench.report.html import REPORT_HTML
+from fragbench.report.markdown import write_report
+from fragbench.series.folder import (
     DIAGNOSTICS_DIR,
+    FIGURES_DIR,
     MEASURES_FILE,
     MeasureFailed,
     check_measures,
@@ -99,6 +90,14 @@ from fragbench.series import (
     write_json,
     write_parquet,
     write_status,
+)
+from fragbench.series.journal import (
+    CHAINED,
+    FORMAT_FIELD,
+    JOURNAL_FILE,
+    Journal,
+    read_journal,
+    spent,
 )
 
 RECORDED_FILES = {"plan.json", "series.json", "facts.parquet", "retrieval.parquet",
@@ -312,7 +311,7 @@ def run(
     a store, the answer to an interruption during a call; `on_progress` a report after each
     call (best effort: an OSError it raises is ignored). `interruption`, once requested, stops
     the run (module docstring); a notebook may request it from another thread, or wrap the
-    call in `fragbench.interruption.on_signals`."""
+    call in `fragbench.calls.interruption.on_signals`."""
     interruption = interruption or Interruption()
     notice = notice or say
     experiment = load_experiment(experiment_dir)
@@ -441,7 +440,7 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
             "plan_sha256": hashlib.sha256(plan_path(experiment).read_bytes()).hexdigest(),
             "started_at": now(),
             # Before the journal exists: its chain stripped later cannot pass it off as an
-            # earlier fragbench's (`fragbench.series.refuse_stripped_chain`).
+            # earlier fragbench's (`fragbench.series.folder.refuse_stripped_chain`).
             FORMAT_FIELD: CHAINED,
         }
         write_json(info, series_dir / "series.json")

@@ -25,9 +25,9 @@ from fragbench.builtin.completeness import (
     UsageMeasure,
 )
 from fragbench.columns import IDS, PASSAGE_TYPES
-from fragbench.measure_tables import type_name
-from fragbench.retrieval import RETRIEVAL_SCHEMA
-from fragbench.series import CALLS_SCHEMA
+from fragbench.retrieval.passages import RETRIEVAL_SCHEMA
+from fragbench.series.folder import CALLS_SCHEMA
+from fragbench.series.measure_tables import type_name
 
 FACTS_SCHEMA = {
     "case": "case ID",
@@ -244,8 +244,8 @@ different frozen plans, the cells not compared), an empty list when there is non
 of cells (`cells`, `compared`, `differing`, `same`, `not_compared`; no score).
 """,
 ])
-"""`compare --out`'s tables (not a series' tables: `fragbench.compare` writes them),
-documented on the same page; tests/test_compare_page.py holds them to it."""
+"""`compare --out`'s tables (not a series' tables: `fragbench.report.compare` writes them),
+documented on the same page; tests/report/test_compare_page.py holds them to it."""
 
 
 def render() -> str:

@@ -64,7 +64,7 @@ def write_table(frame: pl.DataFrame, path: Path) -> None:
     """Parquet, CSV or JSON lines by suffix; written beside, then renamed into place. A write
     that fails leaves the old file (if any) and no temporary one."""
     from fragbench.errors import FragbenchError
-    from fragbench.journal import write_atomically
+    from fragbench.files import write_atomically
 
     writers: dict[str, Callable[[Path], object]] = {
         ".parquet": frame.write_parquet, ".csv": lambda tmp: flat_for_csv(frame).write_csv(tmp),

@@ -1,5 +1,6 @@
 """How a TOML value's type is named in a message, and how the value would be written in the type
-asked for: shared by the config reader (`fragbench.config`) and the backend kit's parameter
+asked for: shared by the config reader (`fragbench.experiment.config`) and the backend kit's
+parameter
 check (`fragbench.transport.check_types`), which config imports, so it lives in neither."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The openai and anthropic SDKs share one HTTP client library (httpx2); the pieces
 both, and any backend built on either:
 
 - `no_redirects(client_class, timeout, proxy=None)`: the SDK's HTTP client on fragbench's own
-  transport (`fragbench.wire`): a new connection for every request (`Connection: close`, never
+  transport (`fragbench.http.wire`): a new connection for every request (`Connection: close`, never
   reused), redirects never followed (one call is one request: a followed 307/308 would send it
   twice, a 301/302/303 turn it into a GET), a response that may not be this call's (bytes after
   the body, a length that does not match) refused, the body bounded after decompression, the
@@ -12,7 +12,7 @@ both, and any backend built on either:
   config's `proxy`), certificates as httpx2 verifies them.
 - `SDKSession`: the session of a backend built on either SDK: one request per call, the body
   handed to `on_body` (the collector records it) before anything parses it, then parsed
-  bounded (`fragbench.bounded_json`: depth, repeated keys) and read by the backend; every way
+  bounded (`fragbench.http.bounded_json`: depth, repeated keys) and read by the backend; every way
   it can fail a BackendFailure with `never_sent` only where that is proven.
 - `within`: the outer safety net of the deadline (a worker thread abandoned past it).
 - `connection_failure`: what is known about a request that failed before a response came back.
@@ -40,14 +40,14 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import attrs
 
-from fragbench import bounded_json, limits
-from fragbench.bounded_json import BodyError, loads
 from fragbench.errors import FragbenchError
+from fragbench.http import bounded_json, limits
+from fragbench.http.bounded_json import BodyError, loads
 from fragbench.interfaces import BackendFailure, Reply, Request
 from fragbench.toml_types import type_mismatch
 
 if TYPE_CHECKING:
-    from fragbench.wire import Exchange
+    from fragbench.http.wire import Exchange
 
 T = TypeVar("T")
 """What `within`'s `work` returns, and so `within` too."""
@@ -132,14 +132,14 @@ def innermost(exc: BaseException) -> BaseException:
 
 def no_redirects(client_class: type, timeout: float, proxy: str | None = None) -> Any:
     """An instance of the SDK's HTTP client class on fragbench's transport
-    (`fragbench.wire.WireTransport`: the module docstring), which never follows a redirect.
+    (`fragbench.http.wire.WireTransport`: the module docstring), which never follows a redirect.
     `proxy`: the config's `proxy` (`http://host:port`, checked by `check_proxy`), or None for
     none; the environment's proxy variables are never read (`trust_env=False`). The SDK may set
     `follow_redirects` per request, which would override a client-wide setting; overriding
     `send`, through which every request goes, holds whatever the SDK passes."""
     wire = _wire(timeout, proxy)
 
-    class NoRedirects(client_class):  # type: ignore[misc, valid-type]
+    class NoRedirects(client_class):  # type: ignore[misc]
         def send(self, request: Any, **kwargs: Any) -> Any:
             kwargs["follow_redirects"] = False
             return super().send(request, **kwargs)
@@ -151,9 +151,9 @@ def no_redirects(client_class: type, timeout: float, proxy: str | None = None) -
 
 
 def _wire(timeout: float, proxy: str | None) -> Any:
-    """fragbench's transport (`fragbench.wire.WireTransport`), through the config's `proxy`
+    """fragbench's transport (`fragbench.http.wire.WireTransport`), through the config's `proxy`
     (checked by `check_proxy`) or none."""
-    from fragbench.wire import WireTransport
+    from fragbench.http.wire import WireTransport
 
     address = check_proxy(proxy) if proxy else None
     return WireTransport(timeout, proxy=address, proxy_url=proxy.rstrip("/") if proxy else None,
@@ -289,7 +289,7 @@ def route(params: Mapping[str, Any], *, url_env: str, default_url: str,
     """Everything `open` needs that can be checked without sending anything, in one line each
     (FragbenchError): the endpoint (`url_env` when set, else the config's `base_url`, else
     `default_url`) through `check_base_url`; the proxy (`check_proxy`); for an https endpoint,
-    the certificates (SSL_CERT_FILE, SSL_CERT_DIR: `fragbench.wire.tls_context`); then the key,
+    the certificates (SSL_CERT_FILE, SSL_CERT_DIR: `fragbench.http.wire.tls_context`); then the key,
     `key()` (presence and shape: `key_from_env`), unless the backend sends none."""
     from_env = os.environ.get(url_env)
     url = from_env or params.get("base_url") or default_url
@@ -306,7 +306,7 @@ def route(params: Mapping[str, Any], *, url_env: str, default_url: str,
         except ValueError as exc:
             raise FragbenchError(f"{exc} (nothing was sent or spent).") from None
     if urlsplit(url).scheme == "https":
-        from fragbench.wire import tls_context
+        from fragbench.http.wire import tls_context
 
         tls_context()
     return Route(url=url, public=public_url(url, url_env), proxy=proxy.rstrip("/") if proxy
@@ -357,7 +357,7 @@ class Absent:
 def usage_places(raw: str | None) -> dict[str, Any] | None:
     """For a Responses API body (a JSON object whose `object` is "response"): each usage
     field's place (`RESPONSES_USAGE`) -> the JSON value there, `Absent` where there is none.
-    None for any other body, or one that does not parse (bounded: `fragbench.bounded_json`).
+    None for any other body, or one that does not parse (bounded: `fragbench.http.bounded_json`).
 
     The core reads it where the backend's reader gives it nothing to go on: to say what is
     wrong with a field the reader could not take (`usage.output_tokens is 180.0, not a whole
@@ -390,8 +390,9 @@ def shown(value: Any, limit: int = 40) -> str:
 
 
 clean = bounded_json.clean
-# Defined beside the JSON reader, which shows a repeated key cleaned; bound here by assignment
-# (not imported by name) so that the kit's API reference documents it with the kit.
+"""`fragbench.http.bounded_json.clean`, for the backends' readers: lone surrogates (from JSON
+escapes such as `\\ud83d`) become U+FFFD in a parsed text, so that it can be written as UTF-8
+(the raw body keeps them as sent). Bound here so that backend authors find it with the kit."""
 
 
 def text_or_none(value: Any) -> str | None:
@@ -485,7 +486,7 @@ class _Session:
     """`send` may be called from several threads at once (each call has its own exchange,
     connection and worker), and `on_body` is read at each call and called from the thread
     that called `send`, before it returns: a backend on either session may have calls in
-    flight (`max_in_flight`, `fragbench.collect.concurrency_problem`)."""
+    flight (`max_in_flight`, `fragbench.calls.collector.concurrency_problem`)."""
 
     timeout: float
     env_var: str
@@ -513,7 +514,7 @@ class _Session:
         raise NotImplementedError
 
     def send(self, request: Request) -> Reply:
-        from fragbench.wire import Exchange
+        from fragbench.http.wire import Exchange
 
         prepared = self._prepare(request)
         exchange = Exchange(time.monotonic() + self.timeout, self.max_body_bytes, managed=True)
@@ -609,7 +610,7 @@ class SDKSession(_Session):
       error, too large or doubtful body alike. `text` is the bytes as UTF-8, any invalid byte
       escaped (`\\xNN`), so that it can always be written. An exception from `on_body`
       propagates out of `send` unchanged (the collector set it, and decides);
-    - then, on a 2xx status, the body is parsed as bounded JSON (`fragbench.bounded_json`) and
+    - then, on a 2xx status, the body is parsed as bounded JSON (`fragbench.http.bounded_json`) and
       handed to `read`; anything else is a BackendFailure, the body kept as `raw`. Kinds:
       `timeout`, `connection` (`never_sent` only where proven), `http_error` (any status that
       is not 2xx, a 3xx included: a redirect is never followed), `doubtful_response` (bytes
@@ -645,7 +646,7 @@ class SDKSession(_Session):
             wire.tls()  # certificates unreadable: refused here, before any call
 
     def _call(self, exchange: Exchange, prepared: Any) -> Any:
-        from fragbench.wire import calling
+        from fragbench.http.wire import calling
 
         with calling(exchange):
             return self.post(prepared)
@@ -667,7 +668,7 @@ class SDKSession(_Session):
 class JSONSession(_Session):
     """A session (`fragbench.interfaces.Session`) for a JSON-over-HTTP API that fragbench ships
     no SDK for: the backend says where a call goes and what it sends, and fragbench's own
-    transport (`fragbench.wire`) sends it, with every promise of SDKSession (whose docstring
+    transport (`fragbench.http.wire`) sends it, with every promise of SDKSession (whose docstring
     lists them): one connection per call (`Connection: close`), no redirect followed (a 3xx is
     an `http_error`), a response that may not be this call's refused, the body bounded after
     decompression (`max_body_bytes`), the deadline on every socket operation, `on_body` before
@@ -708,7 +709,7 @@ class JSONSession(_Session):
         self.abandoned = False
         """Set once a request was left running at the outer deadline (`within`)."""
         self.wire = _wire(timeout, proxy)
-        """The `fragbench.wire.WireTransport` every call goes through."""
+        """The `fragbench.http.wire.WireTransport` every call goes through."""
         self.proxy = self.wire.proxy_url
         """The config's proxy as a public URL, or None: never one from the environment."""
         if self.endpoint.startswith("https:"):
@@ -748,7 +749,7 @@ class JSONSession(_Session):
         return prepared
 
     def _call(self, exchange: Exchange, prepared: Any) -> Any:
-        from fragbench.wire import calling
+        from fragbench.http.wire import calling
 
         with calling(exchange):
             return self.wire.handle_request(prepared)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fragbench.columns import CALL_COLUMNS, CALL_TYPES, IDS, PASSAGE_COLUMNS, PASSAGE_TYPES
+from fragbench.columns import CALL_COLUMNS, CALL_TYPES, IDS, PASSAGE, PASSAGE_COLUMNS, PASSAGE_TYPES
 from fragbench.hookspecs import hookimpl
 from fragbench.interfaces import MeasureInput
 
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 else:
     from fragbench.lazy import polars as pl
 
-PASSAGE = ["case", "lang", "variant"]
 
 
 def _empty() -> pl.Expr:

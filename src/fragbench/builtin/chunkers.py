@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fragbench.columns import PASSAGE
 from fragbench.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -11,7 +12,6 @@ if TYPE_CHECKING:
 else:
     from fragbench.lazy import polars as pl
 
-PASSAGE = ["case", "lang", "variant"]
 
 
 class SentenceGroups:

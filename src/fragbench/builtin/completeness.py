@@ -101,7 +101,7 @@ class UsageMeasure:
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:
             return {}
-        from fragbench.series import MONEY as money
+        from fragbench.series.folder import MONEY as money
 
         sent = pl.col("status") != "not_sent"
         table = (

@@ -38,7 +38,7 @@ class _Index:
         import numpy as np
 
         self.vocab = vocab
-        """The terms (`fragbench.collection_kernels.Vocabulary`), stopwords included."""
+        """The terms (`fragbench.retrieval.collection.kernels.Vocabulary`), stopwords included."""
         self.term_ptr = term_ptr
         self.term_chunks = term_chunks
         """Postings: the chunks holding term t are term_chunks[term_ptr[t]:term_ptr[t + 1]],
@@ -60,7 +60,7 @@ class _Index:
 
 
 def _text_bytes(texts: pl.Series) -> tuple[Any, Any, Any]:
-    """Texts as bytes for `fragbench.collection_kernels`: (data, offsets, pretokenized).
+    """Texts as bytes for `fragbench.retrieval.collection.kernels`: (data, offsets, pretokenized).
 
     ASCII texts go as they are (the kernel lowercases and splits them: for ASCII that is the
     whole rule, as in `_term_lists`); any other text is normalized and split here by the rule's
@@ -95,7 +95,7 @@ def _postings(parts: list[tuple[Any, Any, Any]], n_terms: int) -> tuple[Any, Any
     let go, so that the postings and the parts are never held twice over."""
     import numpy as np
 
-    from fragbench import collection_kernels as kernels
+    from fragbench.retrieval.collection import kernels
 
     per_term = np.zeros(n_terms, dtype=np.int64)
     for _, ids, _ in parts:
@@ -116,7 +116,7 @@ def _vocabulary() -> Any:
     """An empty vocabulary holding every stopword, with its languages' bits."""
     import numpy as np
 
-    from fragbench import collection_kernels as kernels
+    from fragbench.retrieval.collection import kernels
 
     vocab = kernels.Vocabulary()
     for bit, words in enumerate(STOPWORDS.values()):
@@ -146,11 +146,11 @@ class SqrtLexical:
 
     def collection_index(self, chunks: pl.DataFrame) -> _Index:
         """`chunks`: chunk_id (0..n-1), lang, text. Tokenized by compiled loops a slice of
-        chunks at a time (`fragbench.collection_kernels`): only one slice's bytes are held
+        chunks at a time (`fragbench.retrieval.collection.kernels`): only one slice's bytes are held
         beside the term ids."""
         import numpy as np
 
-        from fragbench.collection import check_count
+        from fragbench.retrieval.collection.engine import check_count
 
         check_count(chunks.height, "chunks")  # chunk ids are int32 in the postings
         vocab = _vocabulary()
@@ -185,8 +185,8 @@ class SqrtLexical:
         read; otherwise each row's are kept, then merged by chunk."""
         import numpy as np
 
-        from fragbench import collection_kernels as kernels
-        from fragbench.collection import check_count
+        from fragbench.retrieval.collection import kernels
+        from fragbench.retrieval.collection.engine import check_count
 
         n_chunks = len(chunk_langs)
         check_count(len(chunk_of_row), "sentences")  # row and chunk ids are int32
@@ -237,7 +237,7 @@ class SqrtLexical:
         import numpy as np
         from scipy import sparse
 
-        from fragbench import collection_kernels as kernels
+        from fragbench.retrieval.collection import kernels
 
         data, offsets, pre = _text_bytes(queries["text"])
         row_ptr, ids = kernels.lookup_texts(index.vocab.arrays(), data, offsets, pre,
@@ -257,9 +257,10 @@ class SqrtLexical:
 
     def collection_top_k(self, index: _Index, queries: Any, ranges: Any, top_k: int) -> Any:
         """Every query's top-k among its candidate chunks [lo, hi) (`ranges`, one row a query),
-        with the core's selection rule, by compiled loops (`fragbench.collection_kernels`):
-        see `fragbench.collection.shard_tops` for what it returns. None when the run would
-        need a table of tie keys above `KEY_TABLE_LIMIT` (the caller then scores through
+        with the core's selection rule, by compiled loops
+        (`fragbench.retrieval.collection.kernels`): see
+        `fragbench.retrieval.collection.engine.shard_tops` for what it returns. None when the run
+        would need a table of tie keys above `KEY_TABLE_LIMIT` (the caller then scores through
         `collection_scores`).
 
         Each query's score of a chunk is m / sqrt(n) (m distinct query terms found, n the
@@ -268,8 +269,8 @@ class SqrtLexical:
         `round(12)`), so both are the bits the sparse path gives."""
         import numpy as np
 
-        from fragbench import collection_kernels as kernels
-        from fragbench.retrieval import TIE_DECIMALS
+        from fragbench.retrieval.collection import kernels
+        from fragbench.retrieval.passages import TIE_DECIMALS
 
         lengths, n_index = np.unique(index.n_terms, return_inverse=True)
         most = int(np.diff(queries.indptr).max()) if queries.shape[0] else 0

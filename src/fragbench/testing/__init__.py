@@ -39,7 +39,7 @@ _EXPORTS = {
 _SUBMODULES = ("contracts", "loopback", "measure_checks", "measure_samples", "plugin", "promises",
                "retrieval_checks", "samples")
 """The kit's public submodules, listed in `__all__` so that the API reference
-(docs/api_reference.py) documents each; a new public submodule goes here too."""
+(docs/hooks.py, docs/reference/testing/) documents each; a new public submodule goes here too."""
 
 __all__ = [*sorted(_EXPORTS), *_SUBMODULES]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -53,7 +54,7 @@ from fragbench.testing.promises import declared_api, fail, plugin_name
 
 if TYPE_CHECKING:
 
-    from fragbench.config import Pricing
+    from fragbench.budget.money import Pricing
     from fragbench.interfaces import Contract, Reply, Usage
 
 FAKE_KEY = "fbkit-canary-7Q2xZ9LmW4vB8nR1-do-not-write"
@@ -204,7 +205,7 @@ def default_pricing(contract: Contract) -> Pricing:
     """Protocol 1.0's frozen prices (10 input, 1 cached, 12.50 cache write, 50 output, USD per
     million tokens) for the contract's model: what check_backend prices with unless given a
     table. Distinct rates, so that a field read into the wrong place changes the cost."""
-    from fragbench.config import Pricing
+    from fragbench.budget.money import Pricing
 
     return Pricing(models=(contract.model,), input=Decimal("10"), cached_input=Decimal("1"),
                    cache_write=Decimal("12.50"), output=Decimal("50"), per_tokens=1_000_000,
@@ -217,7 +218,8 @@ class _Suite:
     def __init__(self, backend: Any, params: dict[str, Any], server: Server, pricing: Pricing,
                  contract: Contract, key_env: str | None, url_env: str | None, via: str,
                  url_param: str, timeout_param: str | None, root: Path) -> None:
-        from fragbench.config import BackendConfig, Budget
+        from fragbench.budget.money import Budget
+        from fragbench.experiment.config import BackendConfig
 
         self.backend, self.params, self.server = backend, params, server
         self.shape = server.shape
@@ -232,6 +234,10 @@ class _Suite:
                              prior_spend_usd=Decimal("0"), framing_tokens=1024)
         self.calls = samples.calls()
         self.ran: list[str] = []
+        self.echoes: dict[bytes, str | None] = {}
+        """`_echoed(content, FAKE_KEY)` by the sha256 of a file's content: every scenario
+        reads every file under the folder again (earlier scenarios' included), and a file
+        unchanged since an earlier reading gives the same answer."""
 
     # The usage the server reports, in the core's terms ---------------------------------------
 
@@ -252,7 +258,7 @@ class _Suite:
     def expected_cost(self, number: int) -> Decimal:
         """What the frozen pricing says the usage of request `number` costs: a field the
         contract does not declare is priced as zero, as the core prices it."""
-        from fragbench.budget import cost
+        from fragbench.budget.money import cost
 
         return cost(self.usage(number), self.pricing, usage_fields=self.contract.usage_fields)
 
@@ -288,12 +294,12 @@ class _Suite:
             echoes_key: bool = False) -> _Ran:
         """One collector run over the kit's calls, the server scripted with `script`; then the
         checks every scenario shares (methods, paths, retry header, secrets)."""
-        from fragbench.budget import reservation
-        from fragbench.collect import BudgetBook, collect
-        from fragbench.journal import Journal, read_journal
-        from fragbench.ledger import Ledger
+        from fragbench.budget.ledger import Ledger
+        from fragbench.budget.money import reservation
+        from fragbench.calls.collector import BudgetBook, collect
+        from fragbench.experiment.requests import request_text
         from fragbench.redact import Redactor, secrets_in_env
-        from fragbench.requests import request_text
+        from fragbench.series.journal import Journal, read_journal
 
         self.ran.append(name)
         server = self.server
@@ -313,7 +319,7 @@ class _Suite:
             env[self.url_env] = url if self.via == "env" else None
         if self.via == "params":
             params[self.url_param] = url
-        # What `fragbench.plan.call_reservation` and `run` compute, for the kit's calls.
+        # What `fragbench.experiment.plan.call_reservation` and `run` compute, for the kit's calls.
         reservations, bounds = {}, {}
         for call in self.calls:
             size = len(request_text(call.request).encode("utf-8"))
@@ -416,7 +422,10 @@ class _Suite:
                         raise fail(self.who, NO_SECRET, f"{name}: {_shown(secret)} is in "
                                     f"{path.relative_to(self.root)}" + _hint(self.key_env))
                 if self.key_env:
-                    form = _echoed(data.decode("utf-8", "replace"), FAKE_KEY)
+                    digest = hashlib.sha256(data).digest()
+                    if digest not in self.echoes:
+                        self.echoes[digest] = _echoed(data.decode("utf-8", "replace"), FAKE_KEY)
+                    form = self.echoes[digest]
                     if form:
                         raise fail(self.who, NO_SECRET, f"{name}: the fake key, {form}, is in "
                                     f"{path.relative_to(self.root)}" + _hint(self.key_env))
@@ -911,6 +920,12 @@ def _echo_forms(key: str) -> list[str]:
 
 
 _ESCAPE = re.compile(r"\\+u([0-9a-fA-F]{4})|\\+([nrt/])|%([0-9a-fA-F]{2})")
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
+"""Where a format character (Cf) can be: none is ASCII."""
+
+
+def _visible(match: re.Match[str]) -> str:
+    return "".join(c for c in match.group() if unicodedata.category(c) != "Cf")
 
 
 def _decoded(text: str) -> str:
@@ -928,7 +943,10 @@ def _decoded(text: str) -> str:
         if again == text:
             break
         text = again
-    return "".join(c for c in text if not c.isspace() and unicodedata.category(c) != "Cf")
+    # str.split() cuts at exactly the characters str.isspace() is true of; the Cf test then
+    # runs on the non-ASCII stretches only (a character at a time over a whole journal is
+    # most of the suite's time).
+    return _NOT_ASCII.sub(_visible, "".join(text.split()))
 
 
 def _echoed(text: str, key: str) -> str | None:
@@ -963,7 +981,7 @@ def check_backend(backend: Any, params: Mapping[str, Any], server: Server, *,
                   via: str = "env", url_param: str = "base_url",
                   timeout_param: str | None = "timeout_seconds",
                   tmp_path: Path | None = None) -> list[str]:
-    """Run the fault suite: the real collector (`fragbench.collect.collect`, with a journal
+    """Run the fault suite: the real collector (`fragbench.calls.collector.collect`, with a journal
     and a budget ledger in a temporary folder) sends the kit's four planned calls through the
     backend's own session to `server`, a loopback server of the backend's API shape, once per
     scenario. Returns the names of the scenarios run; raises AssertionError naming the promise

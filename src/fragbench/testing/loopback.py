@@ -808,6 +808,7 @@ class Handler(BaseHTTPRequestHandler):
     """TCP_NODELAY on every connection (above)."""
 
     def log_message(self, *args: Any) -> None:
+        """Silent: the server logs nothing to stderr (a test's output stays its own)."""
         return None
 
     def setup(self) -> None:

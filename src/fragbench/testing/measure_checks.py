@@ -6,7 +6,8 @@ promise that broke (`fragbench.testing.promises.fail`).
     def test_my_measure_keeps_the_contract():
         check_measure(MyMeasure())
 
-What `fragbench measure` and `fragbench run` refuse (`fragbench.measure_tables.output_problem`,
+What `fragbench measure` and `fragbench run` refuse
+(`fragbench.series.measure_tables.output_problem`,
 summary included) fails here in the same words, before a series is spent; and more, which the
 core does not hold a measure to: every table keyed by case and language (no global score), the
 same tables twice, the input left as it was.
@@ -17,8 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fragbench.columns import KEY_COLUMNS
-from fragbench.measure_tables import KEYED as _KEYED
-from fragbench.measure_tables import SUMMARY as _SUMMARY
+from fragbench.series.measure_tables import KEYED as _KEYED
+from fragbench.series.measure_tables import SUMMARY as _SUMMARY
 from fragbench.testing.promises import API_PROMISE, declared_api, fail
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def _same(a: pl.DataFrame, b: pl.DataFrame) -> bool:
 def _computed(measure: Any, who: str, data: MeasureInput, what: str) -> dict[str, pl.DataFrame]:
     """compute(data), checked as the core checks it (`output_problem`: its summary too), then
     every table keyed by case and language."""
-    from fragbench.measure_tables import output_problem
+    from fragbench.series.measure_tables import output_problem
 
     try:
         tables = measure.compute(data)
@@ -125,7 +126,7 @@ def check_measure(measure: Any, data: MeasureInput | None = None) -> None:
     - a second run returns the same tables (names, types, values, row order);
     - the input frames are left as they were.
     """
-    from fragbench.measure_tables import declaration_problem
+    from fragbench.series.measure_tables import declaration_problem
 
     who = declared_api("measure", measure)
     name = getattr(measure, "name", None)

@@ -74,11 +74,11 @@ def measure_input(calls: bool = True) -> MeasureInput:
 
     from fragbench.builtin.chunkers import SentenceGroups
     from fragbench.builtin.scorers import SqrtLexical
-    from fragbench.corpus import facts_frame
+    from fragbench.corpus.cases import facts_frame
+    from fragbench.experiment.plan import schedule_entry
     from fragbench.interfaces import MeasureInput
-    from fragbench.plan import schedule_entry
-    from fragbench.retrieval import retrieve
-    from fragbench.series import calls_table
+    from fragbench.retrieval.passages import retrieve
+    from fragbench.series.folder import calls_table
 
     cases = samples.cases()
     facts = facts_frame(cases)

@@ -8,14 +8,12 @@ import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
+from fragbench.columns import PASSAGE
 from fragbench.testing import samples
 from fragbench.testing.promises import declared_api, fail
 
 if TYPE_CHECKING:
     import polars as pl
-
-PASSAGE = ("case", "lang", "variant")
-"""The columns that name a passage (one passage language, in one sentence order)."""
 
 
 # -- Chunkers -----------------------------------------------------------------------------------
@@ -29,12 +27,12 @@ def _passages(sentences: pl.DataFrame) -> dict[tuple[str, str, str], list[dict[s
 
 
 def _chunk(chunker: Any, who: str, sentences: pl.DataFrame, size: int) -> pl.DataFrame:
-    """The chunks as the core reads them (`fragbench.retrieval.chunk_passages`): the output
+    """The chunks as the core reads them (`fragbench.retrieval.passages.chunk_passages`): the output
     checked against the chunker's declared form (columns, types; for spans, offsets within
     the passage and one row per chunk index), with the derived columns (fact_ids, text, start,
     end, ...). Whatever the core refuses fails here, with the core's own words."""
     from fragbench.errors import PluginError
-    from fragbench.retrieval import read_chunks
+    from fragbench.retrieval.passages import read_chunks
 
     try:
         return read_chunks(chunker, sentences, size)
@@ -62,7 +60,8 @@ def check_chunker(chunker: Any, sizes: tuple[int, ...] = (1, 2, 3)) -> None:
     - it declares the plugin API it is written for (`api_version = "1.0"`);
     - its declared form: `output` (absent, "sentences" or "spans") and the columns and types
       of that form (`fragbench.interfaces.CHUNK_COLUMNS` or `SPAN_COLUMNS`); spans within
-      their passage, one per chunk index (the core's checks, `fragbench.spans.check_spans`);
+      their passage, one per chunk index (the core's checks,
+      `fragbench.retrieval.spans.check_spans`);
     - every passage it was given, and no other;
     - coverage: without `overlap = True`, every sentence of every passage exactly once and in
       order (a span chunker: disjoint spans in order that leave out nothing but white space);
@@ -74,12 +73,12 @@ def check_chunker(chunker: Any, sizes: tuple[int, ...] = (1, 2, 3)) -> None:
     - deterministic: the same input twice gives the same chunks, row order included;
     - text: a sentence chunk's `text` is its sentences joined by one space.
 
-    The first three promises, and the numbers 0..n-1, are the core's own checks, in the core's
-    words and order (`fragbench.retrieval.chunk_problems`, which `freeze`, `plan`, `run` and
-    `retrieve` apply too); the kit adds, row by row on its small samples, the order of the
-    chunks and of each chunk's sentences, and the text.
+    The first three promises, and the numbers 0..n-1, are the core's own checks, in the core's words
+    and order (`fragbench.retrieval.passages.chunk_problems`, which `freeze`, `plan`, `run` and
+    `retrieve` apply too); the kit adds, row by row on its small samples, the order of the chunks
+    and of each chunk's sentences, and the text.
     """
-    from fragbench.retrieval import OVERLAP_PROMISE, at_size, chunk_problems
+    from fragbench.retrieval.passages import OVERLAP_PROMISE, at_size, chunk_problems
 
     who = declared_api("chunker", chunker)
     overlap = getattr(chunker, "overlap", False) is True
@@ -158,7 +157,7 @@ def _check_columns(frame: Any, columns: dict[str, tuple[str, ...]], who: str, wh
 def _call_scorer(scorer: Any, who: str, chunks: pl.DataFrame, questions: pl.DataFrame
                  ) -> pl.DataFrame:
     from fragbench.interfaces import SCORE_DTYPES
-    from fragbench.retrieval import SCORER_CONTRACT
+    from fragbench.retrieval.passages import SCORER_CONTRACT
 
     try:
         scored = scorer.score(chunks, questions)

@@ -1,18 +1,17 @@
 """The kit's own small bilingual corpus: what the contract checks feed a plugin.
 
 Small, so that every check runs in milliseconds, and awkward where real corpora are: typographic
-apostrophes and quotes, « » with no-break spaces, narrow no-break spaces before % and €,
-decimal commas, accents, a passage of five sentences (so that chunk sizes 2 and 3 leave a short
-last chunk) and one of two (shorter than chunk size 3), each shown in two orders. And the cases
-that bite (`BITES`): passages in which no sentence holds a term of the question (every chunk
-scores zero: a scorer that divides by its passage's best score gives 0/0 = NaN), questions with
-no term once stopwords are dropped (English "What is it?") or none at all (French "?"),
-one-sentence passages (shorter than any chunk size), and a ten-sentence passage in which many
-chunks match (a sum of their scores taken in another order can differ in its last bit). It is
-built in code rather than read from the repository's `corpus/`, which an installed fragbench
-does not ship. The frames come from the core's own builders
-(`fragbench.corpus.sentences_frame`, `questions_frame`), so a plugin sees exactly the columns the
-core passes, new ones included.
+apostrophes and quotes, « » with no-break spaces, narrow no-break spaces before % and €, decimal
+commas, accents, a passage of five sentences (so that chunk sizes 2 and 3 leave a short last chunk)
+and one of two (shorter than chunk size 3), each shown in two orders. And the cases that bite
+(`BITES`): passages in which no sentence holds a term of the question (every chunk scores zero: a
+scorer that divides by its passage's best score gives 0/0 = NaN), questions with no term once
+stopwords are dropped (English "What is it?") or none at all (French "?"), one-sentence passages
+(shorter than any chunk size), and a ten-sentence passage in which many chunks match (a sum of their
+scores taken in another order can differ in its last bit). It is built in code rather than read from
+the repository's `corpus/`, which an installed fragbench does not ship. The frames come from the
+core's own builders (`fragbench.corpus.cases.sentences_frame`, `questions_frame`), so a plugin sees
+exactly the columns the core passes, new ones included.
 """
 
 from __future__ import annotations
@@ -24,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import polars as pl
 
-    from fragbench.corpus import Case
-    from fragbench.plan import PlannedCall
+    from fragbench.corpus.cases import Case
+    from fragbench.experiment.plan import PlannedCall
 
 NNBSP = "\u202f"
 """U+202F NARROW NO-BREAK SPACE, as French writes it before %, € and ?."""
@@ -240,8 +239,8 @@ SCHEMA: dict[str, Any] = {
 
 
 def cases() -> list[Case]:
-    """The kit's cases, as `fragbench.corpus.load_corpus` would give them."""
-    from fragbench.corpus import Case, Passage
+    """The kit's cases, as `fragbench.corpus.cases.load_corpus` would give them."""
+    from fragbench.corpus.cases import Case, Passage
 
     found = []
     for spec in _CASES:
@@ -258,14 +257,14 @@ def cases() -> list[Case]:
 
 def sentences() -> pl.DataFrame:
     """Every sentence of every passage, exactly as the core passes them to a chunker."""
-    from fragbench.corpus import sentences_frame
+    from fragbench.corpus.cases import sentences_frame
 
     return sentences_frame(cases())
 
 
 def questions() -> pl.DataFrame:
     """case, lang, question: as the core passes them to a scorer."""
-    from fragbench.corpus import questions_frame
+    from fragbench.corpus.cases import questions_frame
 
     return questions_frame(cases())
 
@@ -287,7 +286,7 @@ class CharacterWindows:
         """One row per window: case, lang, variant, chunk, start, end."""
         import polars as pl
 
-        from fragbench.corpus import PASSAGE_SEPARATOR
+        from fragbench.corpus.cases import PASSAGE_SEPARATOR
 
         rows = []
         ordered = sentences.sort("case", "lang", "variant", "position")
@@ -307,13 +306,14 @@ class CharacterWindows:
 
 
 def chunks(sizes: tuple[int, ...] = (2, 3), chunker: Any = None) -> pl.DataFrame:
-    """The chunks a scorer receives, as the core builds them (`fragbench.retrieval.score_chunks`:
+    """The chunks a scorer receives, as the core builds them
+    (`fragbench.retrieval.passages.score_chunks`:
     `chunk_passages` at each size, then the `chunk_size` column): by default from the built-in
     `sentence-groups` chunker."""
     import polars as pl
 
     from fragbench.builtin.chunkers import SentenceGroups
-    from fragbench.retrieval import chunk_passages
+    from fragbench.retrieval.passages import chunk_passages
 
     frame = sentences()
     chunker = chunker if chunker is not None else SentenceGroups()
@@ -324,9 +324,10 @@ def chunks(sizes: tuple[int, ...] = (2, 3), chunker: Any = None) -> pl.DataFrame
 
 def calls() -> list[PlannedCall]:
     """Four planned calls (case kit-fees, both languages, both orders, every sentence
-    supplied), built as `fragbench.requests.build_request` builds them from prompt files."""
+    supplied), built as `fragbench.experiment.requests.build_request` builds them from prompt
+    files."""
+    from fragbench.experiment.plan import PlannedCall
     from fragbench.interfaces import Request
-    from fragbench.plan import PlannedCall
 
     case = cases()[0]
     planned = []

@@ -1,0 +1,134 @@
+"""What both reports of a series show, apart from how each page draws it: the limits every
+report states, a table value as both show it (`plain_cell`), each other primary measure's
+section (`measure_sections`: its tables' first SHOWN_ROWS rows, or its own `summary`), and the
+tables measures.json lists (`load_tables`).
+
+Read by report.md (`fragbench.report.markdown`, which re-exports these names) and report.html
+(`fragbench.report.html`); here, below both, since report.md also writes report.html.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from fragbench.budget.money import usd
+from fragbench.series.folder import read_table, tables_of
+
+if TYPE_CHECKING:
+    import polars as pl
+
+LIMITS = [
+    "This is a controlled lexical simulation, not a test of Google, of a provider's retrieval "
+    "system or of web citation frequency.",
+    "Results are reported per case, language and mode (and variant); three repetitions do not "
+    "estimate stable rates.",
+    "A verbatim extract shows that the words are in the supplied evidence; it does not show "
+    "that they support the whole answer. There is no overall fidelity score and no semantic "
+    "\"error rate\" without an independent reference.",
+    "The corpus is small and authored (corpus 0.2 was written for fragbench, not taken from the "
+    "parent lab); it does not represent the diversity of web pages.",
+    "The historical checker 0.1 is not included; its findings would be a secondary diagnostic, "
+    "not a measure of truth.",
+    "Another provider requires a separately recorded, authorized series; its absence is never a "
+    "comparison accomplished.",
+]
+
+
+def plain_cell(value: Any) -> str:
+    """A table value as both reports show it: null —, an empty list ∅, a list space-joined,
+    yes/no, money as a plain exact decimal, a float to 6 significant digits."""
+    if value is None:
+        return "—"
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value) if value else "∅"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, Decimal):  # money: plain and exact, without the scale's zeros
+        return usd(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+BUILTIN_SECTIONS = ("availability", "citations", "completeness", "usage")
+"""Built-in measures with sections of their own; every other primary measure is shown by
+`measure_sections`."""
+SHOWN_ROWS = 20
+"""A measure's table is shown in the reports up to this many rows, its row count said."""
+
+
+@attrs.frozen
+class Shown:
+    """One titled frame of a measure's section: its first SHOWN_ROWS rows, and how many."""
+
+    title: str
+    frame: pl.DataFrame
+    rows: int
+
+
+@attrs.frozen
+class MeasureSection:
+    measure: str
+    tables: tuple[str, ...]
+    """The tables it wrote (in the series folder)."""
+    parts: tuple[Shown, ...]
+    own: bool
+    """Drawn by the measure's own `summary`, rather than its tables as they are."""
+
+
+def _installed(name: str) -> Any:
+    from fragbench.plugins import registry
+
+    return next((e.obj for e in registry().entries if e.kind == "measure" and e.name == name),
+                None)
+
+
+def measure_sections(manifest: list[dict[str, Any]], tables: dict[str, pl.DataFrame]
+                     ) -> list[MeasureSection]:
+    """A section for every primary measure other than the built-ins (`BUILTIN_SECTIONS`), in
+    the order measures.json lists them. By default it shows each of the measure's tables; a
+    measure may define `summary(tables) -> list[tuple[str, pl.DataFrame]]` (its own tables by
+    name in, titled frames out) to show those instead. Either way the core draws them (the
+    first SHOWN_ROWS rows, the row count said; each value formatted, escaped and, in
+    report.html, redacted), so a measure never writes markup. A measure no longer installed
+    is shown by default."""
+    from fragbench.errors import PluginError
+    from fragbench.plugins import call_plugin, describe
+    from fragbench.series.measure_tables import summary_problem
+
+    names: dict[str, list[str]] = {}
+    for entry in manifest:
+        if entry["kind"] == "primary" and entry["measure"] not in BUILTIN_SECTIONS:
+            names.setdefault(entry["measure"], []).append(entry["table"])
+    sections = []
+    for name, owned in names.items():
+        measure = _installed(name)
+        mine = {t: tables[t] for t in owned}
+        own = measure is not None and callable(getattr(measure, "summary", None))
+        if own:
+            parts = call_plugin("measure", measure, "summary", mine)
+            problem = summary_problem(parts)
+            if problem is not None:
+                raise PluginError(f"{describe('measure', measure)}: {problem[1]}; fix or "
+                                  "uninstall that plugin.")
+        else:
+            parts = list(mine.items())
+        sections.append(MeasureSection(name, tuple(owned), tuple(
+            Shown(title, frame.head(SHOWN_ROWS), frame.height) for title, frame in parts), own))
+    return sections
+
+
+def rows_said(shown: Shown) -> str:
+    if shown.rows <= shown.frame.height:
+        return f"{shown.rows} row{'s' if shown.rows != 1 else ''}"
+    return f"{shown.rows} rows, the first {shown.frame.height} shown"
+
+
+def load_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
+    """Every table measures.json lists, by name (calls and each measure's)."""
+    return {name: read_table(series_dir, name, rel)
+            for name, rel in tables_of(series_dir, recorded=False)}

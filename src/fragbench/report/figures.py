@@ -1,0 +1,385 @@
+"""The report's figures, as PNG and SVG, drawn by matplotlib without a browser or a screen.
+
+Every image names its series, and a non-model baseline says so in the image itself (and in the
+files' metadata), so that a copied PNG keeps the caveat; a series that stopped or is incomplete
+says so in its citation figure's banner too. Both formats are written with fixed metadata, so
+that the same tables give the same files byte for byte.
+
+In the SVG, each call's marks carry its call ID (`id="price-en-A-retrieval-r1.valid"`, one per
+reason, or `.never-sent`, `.no-answer`, `.not-parsed` for a call with no count to draw): a
+reader of the SVG, or a test, finds any call's bar without reading pixels.
+
+Speed (`fragbench report` must stay well under a second, and matplotlib's import alone is
+about 0.3 s): each figure is drawn once per format on a bare Figure and the Agg canvas (no
+pyplot); the layout is set in inches, with no layout engine and no `bbox_inches="tight"` (each
+costs one more full draw); labels are plain texts, not axis ticks (about five times cheaper
+each); glyphs are rendered unhinted; and SVG text is written as text (`svg.fonttype = none`):
+searchable, and no glyph outlines to build. benchmarks/bench_figures.py times them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from fragbench.columns import ANSWERED
+from fragbench.files import write_atomically
+
+# Exact-level citation reasons, bottom to top of a stack; only those that occur are drawn.
+REASON_COLORS = {
+    "valid": "#1b7837",
+    "misattributed": "#f1a340",
+    "not_verbatim": "#d73027",
+    "not_supplied": "#762a83",
+    "unknown_id": "#4d4d4d",
+    "empty_extract": "#bababa",
+}
+# A call with no count to draw shades its whole slot, top to bottom, with no outline: a
+# background, not a bar (its height is not a count). Three kinds, never merged: a call never
+# sent is no result at all; one sent that brought no answer is a failure; one answered but not
+# parsed is the model's.
+NOT_SENT = {"facecolor": "none", "edgecolor": "#a6a6a6", "hatch": "////", "linewidth": 0}
+NO_ANSWER = {"facecolor": "#f0f0f0", "edgecolor": "#525252", "hatch": "\\\\\\\\", "linewidth": 0}
+NOT_PARSED = {"facecolor": "#fde0dd", "edgecolor": "#d6604d", "hatch": "xx", "linewidth": 0}
+SLOTS = {  # legend label -> (style, the suffix of its marks' SVG id)
+    "never sent": (NOT_SENT, "never-sent"),
+    "sent, no answer": (NO_ANSWER, "no-answer"),
+    "answered, not parsed": (NOT_PARSED, "not-parsed"),
+}
+MODES = ("retrieval", "full")
+OUTLINE = "#e66101"  # the cells the calls used: visible on light and dark greens alike
+USED = "cells the calls used"  # the outlines' label (not drawn; for readers of the Figure)
+DPI = 110  # the PNG's
+PAD, LINE, TITLE_SIZE = 0.08, 0.2, 10  # inches; the banner's line height; its font size
+RC = {
+    "figure.autolayout": False,
+    "figure.constrained_layout.use": False,
+    "font.size": 9,
+    "text.hinting": "no_hinting",  # text draws a third faster; at 110 dpi it reads the same
+    "svg.hashsalt": "fragbench",
+    "svg.fonttype": "none",
+    "hatch.linewidth": 0.6,
+}
+
+
+def banner(info: dict[str, Any], what: str, note: str | None = None) -> str:
+    """The image's title: what it shows and the series; then the caveat of a non-model
+    baseline, and a note (a stopped or incomplete series), each on a line of its own."""
+    lines = [f"{what} · {info['experiment']} · series {info['series']}"]
+    if not info["is_model"]:
+        lines.append(f"non-model baseline ({info['label']}): not a model's result")
+    if note:
+        lines.append(note)
+    return "\n".join(lines)
+
+
+def setting_order(labelled: pl.DataFrame) -> list[str]:
+    """Retrieval settings (a `setting` column) by chunk size then top-k, then `full`."""
+    retrieval = labelled.filter(pl.col("mode") == "retrieval").sort("chunk_size", "top_k")
+    return [*retrieval["setting"].unique(maintain_order=True).to_list(), "full"]
+
+
+def has_cuts(availability: pl.DataFrame) -> bool:
+    """Whether any condition was supplied only cut (a span chunker's fragment); tables written
+    before span chunkers existed have no such column, and none was."""
+    return "n_conditions_cut" in availability.columns and bool(
+        availability["n_conditions_cut"].fill_null(0).max() or 0)
+
+
+@contextmanager
+def drawing() -> Iterator[None]:
+    import matplotlib
+
+    with matplotlib.rc_context(RC):
+        yield
+
+
+def _figure(width: float, height: float) -> Any:
+    """A figure drawn straight on the Agg canvas: no pyplot (its import and its global figure
+    registry cost more than drawing), and no layout engine: the layout is set in inches below
+    from the labels' lengths, since a constrained layout (or `bbox_inches="tight"`) costs one
+    more full draw, with every text measured, on top of the two saves."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _width(text: str, size: float) -> float:
+    """A generous estimate of a line's width in inches (DejaVu Sans averages about 0.6 em)."""
+    return max(len(line) for line in text.split("\n")) * 0.62 * size / 72
+
+
+def _save(fig: Any, stem: Path) -> list[Path]:
+    """PNG and SVG, the banner (caveat and note included) as each file's title. Each is
+    written beside and renamed into place, as every file of a series is: a link standing at
+    its name is replaced, never written through."""
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    title = fig.get_suptitle().replace("\n", " — ")
+    write_atomically(paths[0], lambda tmp: fig.savefig(
+        tmp, format="png", dpi=DPI, metadata={"Software": None, "Title": title}))
+    write_atomically(paths[1], lambda tmp: fig.savefig(
+        tmp, format="svg", metadata={"Date": None, "Creator": None, "Title": title}))
+    return paths
+
+
+def _title(fig: Any, info: dict[str, Any], what: str, note: str | None = None) -> None:
+    """The banner at the top, dark red for a non-model baseline."""
+    fig.suptitle(banner(info, what, note), y=1 - PAD / fig.get_figheight(), va="top",
+                 fontsize=TITLE_SIZE, linespacing=1.4,
+                 color="black" if info["is_model"] else "#8c1010")
+
+
+def _title_height(info: dict[str, Any], note: str | None = None) -> float:
+    """The banner's height in inches: one line per line of it."""
+    return PAD + len(banner(info, "", note).split("\n")) * LINE
+
+
+def availability_heatmap(availability: pl.DataFrame, stem: Path, info: dict[str, Any]
+                         ) -> list[Path]:
+    """Draw `draw_availability` and write it as `stem`.png and `stem`.svg."""
+    with drawing():
+        return _save(draw_availability(availability, info), stem)
+
+
+def draw_availability(availability: pl.DataFrame, info: dict[str, Any]) -> Any:
+    """Case x language x variant against every retrieval setting (and the full passage): how
+    many of the case's condition IDs were supplied whole, each cell labelled n/total; the cells
+    the calls used (the main setting, the full passage) are outlined, and the main setting's
+    column is named `(main)` in bold. Where a span chunker supplied conditions only cut, the
+    cell says so under its label (`+c cut`) and is hatched; its colour still counts whole
+    conditions only. Returns the Figure (call inside `drawing()` for the saved look)."""
+    from matplotlib.patches import Rectangle
+
+    cuts = has_cuts(availability)
+    if not cuts:
+        availability = availability.with_columns(pl.lit(0, pl.Int32).alias("n_conditions_cut"))
+
+    table = availability.with_columns(
+        pl.when(pl.col("mode") == "full").then(pl.lit("full"))
+        .otherwise(pl.format("size {} · top {}", "chunk_size", "top_k")).alias("setting"),
+        pl.format("{} {} {}", "case", "lang", "variant").alias("passage"),
+    )
+    settings = setting_order(table)
+    passages = table["passage"].unique(maintain_order=True).to_list()
+    rows = {(r["passage"], r["setting"]): r for r in
+            table.select("passage", "setting", "n_conditions_supplied", "n_conditions",
+                         "n_conditions_cut", "main_setting").to_dicts()}
+    main = {r["setting"] for r in rows.values() if r["main_setting"] and r["setting"] != "full"}
+    grid = [[rows[(p, s)]["n_conditions_supplied"] / max(rows[(p, s)]["n_conditions"], 1)
+             for s in settings] for p in passages]
+    ticks = [f"{s}\n(main)" if s in main else ("full passage" if s == "full" else s)
+             for s in settings]
+    caption = ("n/N: condition IDs supplied / the case's condition IDs (exact ID) · "
+               "outlined: what the calls were given")
+    if cuts:
+        caption = ("n/N: condition IDs supplied whole / the case's condition IDs (exact ID) · "
+                   "+c cut, hatched: c more only cut (a fragment) · outlined: what the calls "
+                   "were given")
+    row_h = 0.42 if cuts else 0.3  # inches per row: two lines of label in a cell with cuts
+    what = "Condition IDs supplied before the model"
+    # Inches: the banner, the cells, then two lines of tick labels and the caption; the grid
+    # is centred when the caption or the banner is the widest line.
+    labels_w = _width(max(passages, key=len), 9) + 0.15
+    cell_w = max(1.15, max(_width(t, 9) for t in ticks) + 0.1)
+    grid_w = labels_w + cell_w * len(settings) + 0.15
+    top, bottom = _title_height(info) + 0.1, 0.75
+    width = max(grid_w, _width(caption, 8) + 0.3,
+                _width(banner(info, what), TITLE_SIZE) + 0.3)
+    left = labels_w + (width - grid_w) / 2
+    height = top + row_h * len(passages) + bottom
+    fig = _figure(width, height)
+    ax = fig.add_axes((left / width, bottom / height, cell_w * len(settings) / width,
+                       row_h * len(passages) / height))
+    # A mesh, not an image: cell edges fall exactly on pixels, with no resampling seams.
+    ax.pcolormesh([j - 0.5 for j in range(len(settings) + 1)],
+                  [i - 0.5 for i in range(len(passages) + 1)], grid, cmap="Greens",
+                  vmin=0, vmax=1)
+    ax.set_xlim(-0.5, len(settings) - 0.5)
+    ax.set_ylim(len(passages) - 0.5, -0.5)
+    for i, p in enumerate(passages):
+        for j, s in enumerate(settings):
+            row = rows[(p, s)]
+            label = f"{row['n_conditions_supplied']}/{row['n_conditions']}"
+            if row["n_conditions_cut"]:
+                label += f"\n+{row['n_conditions_cut']} cut"
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
+                                       edgecolor="#8c6d31", linewidth=0))
+            ax.text(j, i, label, ha="center", va="center",
+                    color="white" if grid[i][j] > 0.6 else "black")
+    for j, s in enumerate(settings):  # the cells the calls used: one outline per run
+        used = [rows[(p, s)]["main_setting"] for p in passages] + [False]
+        start = None
+        for i, flag in enumerate(used):
+            if flag and start is None:
+                start = i
+            elif not flag and start is not None:
+                ax.add_patch(Rectangle((j - 0.5, start - 0.5), 1, i - start, fill=False,
+                                       edgecolor=OUTLINE, linewidth=2.2, clip_on=False,
+                                       label=USED))
+                start = None
+    # Row and column labels as plain text: an axis's tick machinery costs several times a
+    # text per label, and a heatmap needs no tick marks.
+    ax.set_axis_off()
+    for i, p in enumerate(passages):
+        ax.text(-0.6, i, p, ha="right", va="center", label="passage")
+    below = ax.get_xaxis_transform()
+    for j, (s, label) in enumerate(zip(settings, ticks, strict=True)):
+        ax.text(j, -0.1 / (row_h * len(passages)), label, transform=below, ha="center",
+                va="top", fontweight="bold" if s in main else "normal", label="setting")
+    fig.text(0.5, PAD / height, caption, ha="center", va="bottom", fontsize=8)
+    _title(fig, info, what)
+    return fig
+
+
+def _call_marks(citations: pl.DataFrame, per_call: pl.DataFrame, calls: pl.DataFrame
+                ) -> tuple[list[dict[str, Any]], list[str]]:
+    """One record per planned call: its cell, status, whether it parsed, and its count of
+    citations for each exact-level reason; and the reasons that occur, in stacking order."""
+    counts = (citations.group_by("call_id", "reason").len()
+              .pivot(on="reason", index="call_id", values="len"))
+    reasons = [r for r in REASON_COLORS if r in counts.columns]
+    marks = (per_call.select("call_id", "case", "lang", "mode", "variant", "rep", "parsed")
+             .join(calls.select("call_id", "status"), on="call_id", how="left")
+             .join(counts, on="call_id", how="left")
+             .sort("case", "lang", "mode", "variant", "rep"))
+    return marks.to_dicts(), reasons
+
+
+def slot_kind(mark: dict[str, Any]) -> str | None:
+    """The legend label of a call with no count to draw (None for a parsed answer)."""
+    if mark["parsed"]:
+        return None
+    if mark["status"] == "not_sent":
+        return "never sent"
+    return "answered, not parsed" if mark["status"] in ANSWERED else "sent, no answer"
+
+
+def state_note(calls: pl.DataFrame) -> str | None:
+    """For a series that stopped, or holds calls never sent or never finished, one line that
+    says so (the figure would otherwise look like a complete series with gaps)."""
+    never = calls.filter(pl.col("status") == "not_sent").height
+    interrupted = calls.filter(pl.col("status") == "interrupted").height
+    stop = calls.filter(pl.col("stop_reason").is_not_null()).sort("seq").head(1).to_dicts()
+    if stop:
+        note = (f"stopped at call {stop[0]['seq']} of {calls.height} "
+                f"({stop[0]['stop_reason']}): {never} calls never sent")
+    elif never or interrupted:
+        note = f"incomplete: {never} of {calls.height} calls never sent"
+    else:
+        return None
+    return note + (f", {interrupted} interrupted (outcome never recorded)" if interrupted else "")
+
+
+def citation_outcomes(citations: pl.DataFrame, per_call: pl.DataFrame, calls: pl.DataFrame,
+                      stem: Path, info: dict[str, Any]) -> list[Path]:
+    """Draw `draw_citation_outcomes` and write it as `stem`.png and `stem`.svg."""
+    with drawing():
+        return _save(draw_citation_outcomes(citations, per_call, calls, info), stem)
+
+
+def draw_citation_outcomes(citations: pl.DataFrame, per_call: pl.DataFrame,
+                           calls: pl.DataFrame, info: dict[str, Any]) -> Any:
+    """Small multiples, one panel per case (rows) x language (columns): in each, mode x variant
+    side by side, each with its three repetitions as three thin bars, stacked by citation
+    reason (exact level, counts on an integer scale, never a rate). A call never sent, one sent
+    that brought no answer, and one answered but not parsed each shade their slot in a style
+    of their own: none is drawn as zero. The legend lists only what occurs. Returns the Figure
+    (call inside `drawing()` for the saved look)."""
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
+    marks, reasons = _call_marks(citations, per_call, calls)
+    cases = sorted({m["case"] for m in marks})
+    langs = sorted({m["lang"] for m in marks})
+    groups = [(mode, variant) for mode in MODES
+              for variant in sorted({m["variant"] for m in marks})]
+    reps = sorted({m["rep"] for m in marks})
+    slot = {g: k * (len(reps) + 1) for k, g in enumerate(groups)}  # a gap between groups
+    most = max([sum(m.get(r) or 0 for r in reasons) for m in marks] + [1])
+    rep_words = ", ".join(str(r) for r in reps)
+    caption = (f"mode, variant; in each group the repetitions {rep_words} left to right, one "
+               "bar per call (never averaged); an empty slot: a parsed answer citing nothing")
+    what = "Citation outcomes per call (exact level)"
+    note = state_note(calls)
+    # Inches: the banner, the legend, the panels (each with its title), two lines of tick
+    # labels, the caption.
+    panel_w, panel_h, gap_w, gap_h = 4.0, 1.5, 0.3, 0.45
+    left, right, foot = 0.7, 0.15, 0.75
+    top = _title_height(info, note) + 0.55
+    grid_w = panel_w * len(langs) + gap_w * (len(langs) - 1)
+    grid_h = panel_h * len(cases) + gap_h * (len(cases) - 1)
+    width, height = left + grid_w + right, top + grid_h + foot
+    right_end = slot[groups[-1]] + len(reps) - 0.2
+    counts = [int(n) for n in MaxNLocator(integer=True).tick_values(0, most) if 0 <= n <= most]
+    fig = _figure(width, height)
+    axes = fig.subplots(len(cases), len(langs), sharex=True, sharey=True, squeeze=False,
+                        gridspec_kw={"left": left / width, "right": 1 - right / width,
+                                     "top": 1 - top / height, "bottom": foot / height,
+                                     "wspace": gap_w / panel_w, "hspace": gap_h / panel_h})
+    used: set[str] = set()
+    for i, case in enumerate(cases):
+        for j, lang in enumerate(langs):
+            ax = axes[i][j]
+            mine = [m for m in marks if m["case"] == case and m["lang"] == lang]
+            x = {m["call_id"]: slot[(m["mode"], m["variant"])] + reps.index(m["rep"])
+                 for m in mine}
+            drawn = [m for m in mine if m["parsed"]]
+            bottom = [0] * len(drawn)
+            for reason in reasons:
+                heights = [m.get(reason) or 0 for m in drawn]
+                bars = ax.bar([x[m["call_id"]] for m in drawn], heights, bottom=bottom,
+                              width=0.8, color=REASON_COLORS[reason], linewidth=0)
+                for m, bar in zip(drawn, bars, strict=True):
+                    bar.set_gid(f"{m['call_id']}.{reason}")
+                bottom = [a + b for a, b in zip(bottom, heights, strict=True)]
+            for m in mine:
+                kind = slot_kind(m)
+                if kind is None:
+                    continue
+                used.add(kind)
+                style, suffix = SLOTS[kind]
+                (shade,) = ax.bar(x[m["call_id"]], most + 0.5, width=0.8, **style)
+                shade.set_gid(f"{m['call_id']}.{suffix}")
+            if mine and all(m["status"] == "not_sent" for m in mine):
+                ax.text(0.5, 0.5, "nothing sent", transform=ax.transAxes, ha="center",
+                        va="center", color="#555555",
+                        bbox={"facecolor": "white", "edgecolor": "none"})
+            ax.set_title(f"{case} · {lang}", fontsize=9, pad=5, y=1.0)  # not re-placed
+            # No axis machinery (it costs several times a text per label): light lines at the
+            # integer counts, numbered on the left panels, and the groups named once under
+            # the bottom panels.
+            ax.set_axis_off()
+            ax.hlines(counts[1:], -0.8, right_end, colors="#d9d9d9", linewidth=0.6,
+                      zorder=0)
+            ax.hlines([0], -0.8, right_end, colors="black", linewidth=0.8, zorder=3,
+                      clip_on=False)
+            if j == 0:
+                for n in counts:
+                    ax.text(-0.015, n, str(n), transform=ax.get_yaxis_transform(),
+                            ha="right", va="center", label="count")
+            if i == len(cases) - 1:
+                for g in groups:
+                    ax.text(slot[g] + (len(reps) - 1) / 2, -0.04, "\n".join(g),
+                            transform=ax.get_xaxis_transform(), ha="center", va="top",
+                            label="group")
+    axes[0][0].set_ylim(0, most + 0.5)
+    axes[0][0].set_xlim(-0.8, right_end)
+    handles = [Patch(color=REASON_COLORS[r], label=r) for r in reasons]
+    handles += [Patch(**style, label=kind) for kind, (style, _) in SLOTS.items()
+                if kind in used]
+    if handles:
+        fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8,
+                   frameon=False, handlelength=1.6, columnspacing=1.4, borderaxespad=0,
+                   bbox_to_anchor=(0.5, 1 - (_title_height(info, note) + 0.05) / height))
+    fig.text(0.12 / width, (foot + grid_h / 2) / height, "citations in the answer (count)",
+             rotation=90, ha="left", va="center")
+    fig.text(0.5, PAD / height, caption, ha="center", va="bottom", fontsize=8)
+    _title(fig, info, what, note)
+    return fig

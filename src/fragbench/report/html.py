@@ -1,0 +1,578 @@
+"""report.html: the evidence of a recorded series, call by call, in one self-contained file.
+
+Written beside report.md by `fragbench report`, `fragbench measure` and `fragbench run`. It shows
+what was run, the availability matrix, a `section.measure[data-measure]` per primary measure
+other than the built-ins (its `table.measure-table`s, as report.md shows them), and for every
+planned call the fragments the model was shown with each located extract highlighted in place,
+the answer, every citation with its reason, usage, cost and the raw response. Like report.md it
+publishes no score and no ranking: everything is per call, and a null or adverse result is
+shown as plainly as a valid one.
+
+The file must open from disk, offline, and be committed with the results: no external URL (no
+CDN, font or script to load); the figures are embedded as data URIs; CSS and the script are
+inline.
+
+At scale (issue 16): the page opens with what was run and a summary of counts (calls planned,
+sent, answered, parsed; citations valid and other) per case group when the series has
+cases.parquet (`case`, then one String column per group), then per mode, language and variant.
+The calls are not markup but data: one `<script type="application/json" id="fragbench-calls">`
+element (`_call_data`, `_island`), which page.js draws a page at a time (50 calls by default)
+with textContent and attribute values only, to the DOM contract below. The filters (case,
+language, variant, mode, each group as `filter-group-KEY`, reason) and the search (answer,
+unparsed text, extracts, call ID; case ignored) select among every call, and their state is
+the URL's fragment `#?KEY=VALUE&q=…&page=N&per=N`. Without JavaScript the summary, the
+availability table (its first AVAILABILITY_SHOWN passages and totals) and the measures read as
+before; the calls, the filters and the search are not shown, and a note says so.
+
+Every byte from a response is hostile (an answer may hold markup, escapes, a key). So every
+value a template prints is first redacted, then escaped by Jinja2's autoescape, one value at a
+time (`environment`), and every value of the calls' data is redacted one at a time before it is
+written as JSON whose `<`, `>`, `&` and U+2028/U+2029 are escapes (`_island`); a rendered page
+is never transformed afterwards (decoding or redacting a whole page could turn an answer's text
+into markup). The one script is `templates/page.js`, inserted whole, and the page's Content-
+Security-Policy allows it alone by its sha256, computed from that file (`page_script`), never
+read back from a page: markup that ever slipped past escaping still could not run. The DOM
+(classes and data attributes) is a contract the browser tests and the compare page share;
+`docs/tables.md` documents the tables it reads. Beyond the contract: `<html data-model>`; each
+filter select names the call field it compares (`data-field`, `data-match` exact or word) and
+its URL state name (`data-state`); a call never sent keeps its `ol.fragments` (what it would
+have been shown) inside a closed `details.unsent-fragments`; `ol.citations` exists only for a
+parsed answer; `li.citation` also carries `r-REASON` and an id (`call-ID-cN`), and a
+misattributed one names the fragment that holds its extract.
+
+Jinja2 is imported inside the functions, so that `fragbench --help` never pays for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    import jinja2
+    import polars as pl
+
+REPORT_HTML = "report.html"
+TEMPLATES = Path(__file__).parent / "templates"
+PAGE_SCRIPT_FILE = TEMPLATES / "page.js"
+"""The pages' one script (the filters and the header's scroll padding)."""
+
+Redact = Callable[[str], str]
+"""What every value of a page goes through before it is escaped: a `Redactor`'s `text`."""
+
+# Exact-level reasons in the order a reader meets them: what holds first, then each way a
+# citation fails. Words, symbols and line styles differ per reason, so that a reader who cannot
+# tell the colours apart still can (the symbol and the underline or border style say it too).
+REASON_WORDS = {
+    "valid": "valid",
+    "misattributed": "misattributed",
+    "not_verbatim": "not verbatim",
+    "not_supplied": "not supplied",
+    "unknown_id": "unknown ID",
+    "empty_extract": "empty",
+}
+REASON_HELP = {
+    "valid": "the extract is word for word in the text shown under the cited ID",
+    "misattributed": "word for word in another fragment shown, not in the cited one",
+    "not_verbatim": "word for word in no fragment shown",
+    "not_supplied": "the ID is a fact of the case that this call was not shown",
+    "unknown_id": "the ID is no fact of the case",
+    "empty_extract": "the extract is empty or only whitespace",
+}
+REASON_SYMBOLS = {
+    "valid": "✓",
+    "misattributed": "⇄",
+    "not_verbatim": "≠",
+    "not_supplied": "∉",
+    "unknown_id": "?",
+    "empty_extract": "∅",
+}
+LOCATED = ("valid", "misattributed")
+"""The reasons whose extract is in a supplied fragment, and so is highlighted there."""
+
+STATUS_WORDS = {"not_sent": "never sent", "in_progress": "in progress"}
+
+
+# -- Highlighting: where each extract is, and the text cut where extracts overlap -------------
+
+@attrs.frozen
+class Segment:
+    """A stretch of a fragment's text, and the citations (0-based numbers) whose extract
+    covers all of it: none for plain text."""
+
+    text: str
+    citations: tuple[int, ...]
+
+
+def locate(fragments: Sequence[tuple[str, str]], cited_id: str, extract: str,
+           reason: str) -> tuple[int, int] | None:
+    """Where a citation's extract is highlighted: (index of the fragment, offset in its text),
+    or None when it is highlighted nowhere.
+
+    `fragments` are the (fact ID, text) pairs the call showed, in order. A valid extract goes
+    in the first text shown under the cited ID that holds it; a misattributed one in the first
+    text shown under another ID that holds it; each at its first occurrence. Any other reason
+    (not verbatim, not supplied, unknown ID, empty) has no place in what was shown."""
+    if not extract or reason not in LOCATED:
+        return None
+    for index, (fact_id, text) in enumerate(fragments):
+        if (fact_id == cited_id) == (reason == "valid"):
+            start = text.find(extract)
+            if start >= 0:
+                return index, start
+    return None
+
+
+def segments(text: str, spans: Sequence[tuple[int, int, int]]) -> list[Segment]:
+    """Cut `text` at every edge of the spans (citation number, start, end exclusive), so that
+    highlights never nest: each segment lists every citation whose span covers it, in citation
+    order. Joined, the segments are the text; for each citation, the segments listing it are
+    contiguous and join to its span's text. An empty span marks nothing."""
+    for number, start, end in spans:
+        if not 0 <= start <= end <= len(text):
+            raise ValueError(f"citation {number}: span {start}..{end} is outside a text of "
+                             f"{len(text)} characters")
+    live = [(n, s, e) for n, s, e in spans if s < e]
+    cuts = sorted({0, len(text), *(s for _, s, _ in live), *(e for _, _, e in live)})
+    return [Segment(text[a:b], tuple(sorted(n for n, s, e in live if s <= a and b <= e)))
+            for a, b in itertools.pairwise(cuts)]
+
+
+# -- What the template is given -----------------------------------------------------------------
+
+def _money(value: Decimal | None) -> str:
+    from fragbench.budget.money import usd
+
+    return "—" if value is None else usd(value)
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else str(value)
+
+
+def _fragments(row: dict[str, Any], cites: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The call's fragments, each cut into pieces: (text, citation numbers, their reasons).
+    Each located citation gets `found_in`, the fact ID of the fragment that holds it."""
+    ids = row["supplied_ids"] or []
+    texts = row["supplied_texts"] if row["supplied_texts"] is not None else [""] * len(ids)
+    shown = list(zip(ids, texts, strict=True))
+    spans: dict[int, list[tuple[int, int, int]]] = {}
+    for cite in cites:
+        where = locate(shown, cite["id"], cite["extract"], cite["reason"])
+        cite["found_in"] = None if where is None else shown[where[0]][0]
+        if where is not None:
+            index, start = where
+            spans.setdefault(index, []).append(
+                (cite["citation"], start, start + len(cite["extract"])))
+    reason_of = {c["citation"]: c["reason"] for c in cites}
+    return [{"fact_id": fact_id,
+             "pieces": [{"text": seg.text, "citations": seg.citations,
+                         "reasons": tuple(reason_of[n] for n in seg.citations)}
+                        for seg in segments(text, spans.get(index, []))]}
+            for index, (fact_id, text) in enumerate(shown)]
+
+
+def _usage(row: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(field, label, value) of the call's usage and money, as recorded."""
+    cost = _money(row["cost_usd"])
+    if row["cost_unknown"]:
+        cost = f"unknown: {row['cost_unknown']}"
+    return [
+        ("model", "model as returned", row["model"] or "—"),
+        ("service_tier", "service tier", row["service_tier"] or "—"),
+        ("input_tokens", "input tokens", _count(row["input_tokens"])),
+        ("cached_tokens", "cached", _count(row["cached_tokens"])),
+        ("cache_write_tokens", "cache writes", _count(row["cache_write_tokens"])),
+        ("output_tokens", "output tokens", _count(row["output_tokens"])),
+        ("reasoning_tokens", "of which reasoning", _count(row["reasoning_tokens"])),
+        ("cost_usd", "cost (USD)", cost),
+        ("reserved_usd", "reserved (USD)", _money(row["reserved_usd"])),
+        ("counted_usd", "counted by the budget (USD)", _money(row["counted_usd"])),
+    ]
+
+
+PAGE_SIZES = (25, 50, 100, 200)
+"""The page sizes a reader can pick; the first page shows PAGE_SIZE calls."""
+PAGE_SIZE = 50
+AVAILABILITY_SHOWN = 60
+"""Passages (case x language x variant) the availability table shows whole; a larger series
+shows the first ones and each setting's totals over all (availability.parquet has every row)."""
+CALL_TEXT = ("answer", "text", "parse_error", "error", "failure", "refusal",
+             "incomplete_reason", "stop_reason", "stop_detail", "raw_response")
+"""calls.parquet text columns the page shows, as they are (each redacted)."""
+
+
+def memoized(redact: Redact) -> Callable[[Any], Any]:
+    """`redact` applied to each string value, once per distinct value (a page repeats the same
+    fragment and extract many times); anything that is not a string is returned as it is."""
+    memo: dict[str, str] = {}
+
+    def red(value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        found = memo.get(value)
+        if found is None:
+            found = memo[value] = redact(value)
+        return found
+    return red
+
+
+def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
+               groups: dict[str, dict[str, str]], redact: Redact) -> dict[str, Any]:
+    """The calls as the page's data island: every value redacted here, one value at a time
+    (the island is JSON, escaped for its script element by `_island`; the page's script puts
+    each value into the page as text, never as markup).
+
+    `texts` holds each distinct fragment text once (the same passage is shown to many calls);
+    each call's fragment is [fact ID, index in `texts`] or, where extracts are highlighted,
+    [fact ID, index, pieces], a piece being [text, citation numbers]. A citation is
+    [number, cited ID, extract, reason, reason at the typographic level, fact ID of the
+    fragment holding it (a located extract) or null]. Empty values are left out."""
+    red = memoized(redact)
+
+    by_call: dict[str, list[dict[str, Any]]] = {}
+    if citations is not None:
+        for cite in citations.sort("call_id", "citation").to_dicts():
+            by_call.setdefault(cite["call_id"], []).append(cite)
+    texts: list[str] = []
+    text_index: dict[str, int] = {}
+    rows = []
+    for row in calls.sort("seq").to_dicts():
+        cites = by_call.get(row["call_id"], [])
+        frags = []
+        for fragment in _fragments(row, cites):
+            whole = "".join(p["text"] for p in fragment["pieces"])
+            index = text_index.get(whole)
+            if index is None:
+                index = text_index[whole] = len(texts)
+                texts.append(red(whole))
+            entry: list[Any] = [red(fragment["fact_id"]), index]
+            if any(p["citations"] for p in fragment["pieces"]) and texts[index] == whole:
+                # A piece by its length in UTF-16 code units (what JavaScript's slice
+                # counts), as the text is already in `texts`.
+                entry.append([[len(p["text"].encode("utf-16-le")) // 2, list(p["citations"])]
+                              for p in fragment["pieces"]])
+            elif any(p["citations"] for p in fragment["pieces"]):
+                # The redactor changed the text: each piece redacted on its own, as text.
+                entry.append([[red(p["text"]), list(p["citations"])]
+                              for p in fragment["pieces"]])
+            frags.append(entry)
+        view: dict[str, Any] = {
+            "id": red(row["call_id"]), "seq": row["seq"], "case": red(row["case"]),
+            "lang": red(row["lang"]), "variant": red(row["variant"]), "mode": red(row["mode"]),
+            "rep": row["rep"], "status": red(row["status"]),
+            "words": red(STATUS_WORDS.get(row["status"], row["status"])),
+            "frags": frags,
+            "cites": [[c["citation"], red(c["id"]), red(c["extract"]), red(c["reason"]),
+                       red(c["reason_folded"]), red(c.get("found_in"))] for c in cites],
+            "usage": [red(value) for _, _, value in _usage(row)],
+        }
+        for column in CALL_TEXT:
+            if row[column] is not None and row[column] != "":
+                view[column] = red(row[column])
+        if row["parsed"]:
+            view["parsed"] = True
+        if row["http_status"] is not None:
+            view["http_status"] = row["http_status"]
+        if row["redacted"]:
+            view["redacted"] = True
+        if row["case"] in groups:
+            view["groups"] = {key: red(value) for key, value in groups[row["case"]].items()}
+        rows.append(view)
+    return {"texts": texts, "calls": rows,
+            "usage": [[field, label] for field, label, _ in _usage(calls.row(0, named=True))]
+            if calls.height else []}
+
+
+_ISLAND_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                   "\u2029": "\\u2029"}
+
+
+def _island(data: Any) -> str:
+    """`data` as the text of a `<script type="application/json">` element: JSON whose `<`, `>`
+    and `&` are `\\u` escapes, so that no value can end the element (`</script`) or open a
+    comment (`<!--`), and whose U+2028/U+2029 are escaped too (a reader pasting it into a JS
+    string must not meet a line break). The browser reads the element's text as it is (no
+    entity is decoded in a script element), and JSON.parse gives the values back exactly."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return re.sub("[<>&\u2028\u2029]", lambda m: _ISLAND_ESCAPES[m.group()], text)
+
+
+def _groups(series_dir: Path, tables: dict[str, pl.DataFrame]
+            ) -> tuple[list[str], dict[str, dict[str, str]], list[str]]:
+    """The series' case groups (cases.parquet: `case`, then one String column per group), as
+    (group keys in the table's order, case -> key -> value, columns left out); none when the
+    series has no such table. A value left null is shown as an empty group value.
+
+    A column whose name breaks the corpus's group-key rule (`[a-z][a-z0-9_]*`,
+    corpus_columnar.GROUP_KEY) is left out, and the page names it: fragbench never records
+    one, but a cases.parquet written by hand may hold any name, and a group key becomes an
+    attribute name (`data-group-KEY`) and a filter's id. Leaving it out (rather than refusing)
+    keeps the rest of the page, which the column does not touch, readable."""
+    from fragbench.corpus.columnar import GROUP_KEY
+    from fragbench.series.folder import read_table
+
+    cases = tables.get("cases")
+    if cases is None and (series_dir / "cases.parquet").is_file():
+        cases = read_table(series_dir, "cases", "cases.parquet")  # one line if damaged
+    if cases is None or "case" not in cases.columns:
+        return [], {}, []
+    keys = [c for c in cases.columns if c != "case" and GROUP_KEY.fullmatch(c)]
+    skipped = [c for c in cases.columns if c != "case" and c not in keys]
+    return keys, {row["case"]: {k: "" if row[k] is None else str(row[k]) for k in keys}
+                  for row in cases.select("case", *keys).to_dicts()}, skipped
+
+
+SUMMARY_COUNTS = (("calls", "planned"), ("sent", "sent"), ("answered", "answered"),
+                  ("parsed", "parsed"), ("citations", "citations"),
+                  ("valid", "valid citations"), ("not_valid", "other citations"))
+"""The summary's columns: counts of calls and citations, never a rate or a score."""
+
+
+def _summary(calls: pl.DataFrame, citations: pl.DataFrame | None, keys: list[str],
+             groups: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """Counts per value of each group key (when the series has groups), then per mode,
+    language and variant: planned, sent, answered (completed or incomplete), parsed, and the
+    citations by reason at the exact level (valid, other). Counts only, no score."""
+    import polars as pl
+
+    from fragbench.columns import ANSWERED
+
+    per_call = calls.select("call_id", "case", "lang", "variant", "mode", "status", "parsed")
+    if citations is not None and citations.height:
+        counted = citations.group_by("call_id").agg(
+            pl.len().alias("citations"), (pl.col("reason") == "valid").sum().alias("valid"))
+        per_call = per_call.join(counted, on="call_id", how="left")
+    else:
+        per_call = per_call.with_columns(pl.lit(0).alias("citations"), pl.lit(0).alias("valid"))
+    per_call = per_call.with_columns(pl.col("citations", "valid").fill_null(0))
+    for key in keys:
+        mapping = {case: values[key] for case, values in groups.items()}
+        per_call = per_call.with_columns(
+            pl.col("case").replace_strict(mapping, default="", return_dtype=pl.String)
+            .alias(f"group:{key}"))
+    tables = []
+    for column, label in [*((f"group:{k}", f"group {k}") for k in keys),
+                          ("mode", "mode"), ("lang", "language"), ("variant", "variant")]:
+        agg = per_call.group_by(column).agg(
+            pl.len().alias("calls"),
+            (pl.col("status") != "not_sent").sum().alias("sent"),
+            pl.col("status").is_in(ANSWERED).sum().alias("answered"),
+            pl.col("parsed").fill_null(False).sum().alias("parsed"),
+            pl.col("citations").sum().alias("citations"),
+            pl.col("valid").sum().alias("valid"),
+        ).with_columns((pl.col("citations") - pl.col("valid")).alias("not_valid")
+                       ).sort(column)
+        tables.append({"by": label, "group": column.startswith("group:"),
+                       "key": column.removeprefix("group:"),
+                       "rows": [[str(r[column]), *(r[c] for c, _ in SUMMARY_COUNTS)]
+                                for r in agg.to_dicts()]})
+    return tables
+
+
+def _availability(availability: pl.DataFrame) -> dict[str, Any]:
+    """The sensitivity matrix: settings (chunk size / top-k, then the full passage) as columns,
+    one row per case x language x variant (the first AVAILABILITY_SHOWN of them); each cell
+    the record of that passage and setting; and per setting, totals over every passage
+    (conditions supplied whole / conditions, passages with all of them supplied)."""
+    rows = availability.to_dicts()
+    settings: list[tuple[Any, Any]] = sorted(
+        {(r["chunk_size"], r["top_k"]) for r in rows if r["mode"] == "retrieval"})
+    main = {(r["chunk_size"], r["top_k"]) for r in rows
+            if r["mode"] == "retrieval" and r["main_setting"]}
+    columns = [{"key": s, "label": f"{s[0]}/{s[1]}", "main": s in main} for s in settings]
+    columns.append({"key": (None, None), "label": "full passage", "main": False})
+    cells: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["chunk_size"], r["top_k"]) if r["mode"] == "retrieval" else (None, None)
+        cells[(r["case"], r["lang"], r["variant"], *key)] = {
+            **r, "conditions_cut": r.get("conditions_cut") or []}
+    passages = sorted({(r["case"], r["lang"], r["variant"]) for r in rows})
+    totals = []
+    for c in columns:
+        held = [cell for p in passages if (cell := cells.get((*p, *c["key"]))) is not None]
+        totals.append({"supplied": sum(x["n_conditions_supplied"] for x in held),
+                       "conditions": sum(x["n_conditions"] for x in held),
+                       "whole": sum(x["n_conditions_supplied"] == x["n_conditions"]
+                                    for x in held),
+                       "passages": len(held)})
+    return {"columns": columns, "passages": len(passages), "totals": totals,
+            "rows": [{"passage": p, "cells": [cells.get((*p, *c["key"])) for c in columns]}
+                     for p in passages[:AVAILABILITY_SHOWN]]}
+
+
+def _measure_view(section: Any) -> dict[str, Any]:
+    """A primary measure's section (`fragbench.report.data.measure_sections`) as the template draws
+    it: each value already formatted as report.md shows it, a plain string that the
+    environment then redacts and escapes like any other."""
+    from fragbench.report.data import SHOWN_ROWS, plain_cell, rows_said
+
+    return {"name": section.measure, "tables": section.tables, "own": section.own,
+            "shown_rows": SHOWN_ROWS,
+            "parts": [{"title": shown.title, "rows_said": rows_said(shown),
+                       "columns": shown.frame.columns,
+                       "rows": [[plain_cell(v) for v in row] for row in shown.frame.iter_rows()]}
+                      for shown in section.parts]}
+
+
+def _figure(path: Path) -> str | None:
+    """A PNG as a data URI (so the page needs no file beside it), or None if absent."""
+    if not path.is_file():
+        return None
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _options(calls: pl.DataFrame, column: str) -> list[str]:
+    """A filter's options: the values the calls hold, sorted."""
+    return sorted(v for v in calls[column].unique().to_list() if v is not None)
+
+
+@attrs.frozen
+class PageScript:
+    """The pages' one script as inserted, and the Content-Security-Policy source allowing it."""
+
+    source: str
+    """page.js as read: exactly the text between the page's `<script>` and `</script>`."""
+    csp: str
+    """`'sha256-…'` of `source` (UTF-8), the only script the policy allows."""
+
+
+@functools.cache
+def page_script() -> PageScript:
+    """page.js and its hash, both from the file: the policy allows exactly the script the
+    template inserts, whatever else a page holds. A source that could end or comment out its
+    own `<script>` element is refused (our bug, not a user's)."""
+    source = PAGE_SCRIPT_FILE.read_text(encoding="utf-8")
+    if re.search(r"</script|<!--|<script", source, re.IGNORECASE):
+        raise RuntimeError(f"{PAGE_SCRIPT_FILE}: the page script may not hold '<script', "
+                           "'</script' or '<!--': it is inserted inline as it is")
+    digest = base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode("ascii")
+    return PageScript(source, f"'sha256-{digest}'")
+
+
+def environment(redact: Redact) -> jinja2.Environment:
+    """The Jinja2 environment of fragbench's HTML pages: the templates folder, autoescape on,
+    strict undefined (a misspelt field fails the render instead of printing nothing), and the
+    reason words, help and symbols as globals, so that every page draws reasons alike.
+
+    Every value a template prints (`{{ … }}`, in text or in an attribute) goes through `redact`
+    and then through the escape, one value at a time: a secret never reaches the page, and
+    what the redactor gives back (which may decode escapes) is still escaped. Only the
+    templates' own output (a macro's, the page script) is inserted as it is; nothing from a
+    series is ever marked safe. `PAGE_SCRIPT` and `PAGE_SCRIPT_SOURCE` are `page_script()`."""
+    import jinja2
+    from markupsafe import Markup
+
+    def finalize(value: Any) -> Any:
+        # Markup here is template output whose values were finalized when it was rendered.
+        return value if isinstance(value, Markup) else redact(str(value))
+
+    script = page_script()
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True, finalize=finalize)
+    env.globals.update(REASON_WORDS=REASON_WORDS, REASON_HELP=REASON_HELP,
+                       REASON_SYMBOLS=REASON_SYMBOLS, PAGE_SCRIPT=Markup(script.source),
+                       PAGE_SCRIPT_SOURCE=Markup(script.csp))
+    env.filters["usd"] = _money
+    return env
+
+
+def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
+           redact: Redact | None = None) -> str:
+    """The page's text, from the series folder's tables (or those given, already loaded);
+    each value redacted by `redact` (by default a `Redactor` of the environment's secrets)."""
+    import polars as pl
+    from markupsafe import Markup
+
+    from fragbench.redact import Redactor
+    from fragbench.report.data import LIMITS, load_tables, measure_sections
+    from fragbench.series.folder import FIGURES_DIR, read_json
+    from fragbench.series.journal import JOURNAL_FILE, read_journal
+
+    if redact is None:
+        redact = Redactor.from_env().text
+    info = read_json(series_dir / "series.json")
+    status = read_json(series_dir / "status.json")
+    plan = read_json(series_dir / "plan.json")
+    if tables is None:
+        tables = load_tables(series_dir)
+    calls = tables["calls"]
+    citations = tables.get("citations")
+    journal = series_dir / JOURNAL_FILE
+    times = [r["at"] for r in (read_journal(journal) if journal.exists() else [])
+             if r.get("type") in ("reserve", "outcome") and r.get("at")]
+    keys, groups, skipped_groups = _groups(series_dir, tables)
+    data = _call_data(calls, citations, groups, redact)
+    data["reasons"] = {r: [REASON_WORDS[r], REASON_HELP[r], REASON_SYMBOLS[r]]
+                       for r in REASON_WORDS}
+    manifest = read_json(series_dir / "measures.json")
+    occurring = set(citations["reason"].to_list()) if citations is not None else set()
+    stop = status.get("stop") or {}
+    figures = series_dir / FIGURES_DIR
+    context = {
+        "info": info,
+        "status": status,
+        "stop": stop,
+        "plan_sha256": hashlib.sha256((series_dir / "plan.json").read_bytes()).hexdigest(),
+        "retrieval": plan["parameters"]["retrieval"],
+        "models": sorted({m for m in calls["model"].to_list() if m}),
+        "times": (times[0], times[-1]) if times else None,
+        "status_counts": calls.group_by("status").len().sort("status").rows(),
+        # The one value inserted as it is: JSON of values each redacted in _call_data, its
+        # <, >, & and line separators escaped for a script element (_island), where Jinja's
+        # HTML escape would be wrong (a script element decodes no entity).
+        "island": Markup(_island(data)),
+        "planned": calls.height,
+        "page_sizes": PAGE_SIZES,
+        "page_size": PAGE_SIZE,
+        "group_keys": keys,
+        "skipped_groups": skipped_groups,
+        "summary": _summary(calls, citations, keys, groups),
+        "summary_counts": SUMMARY_COUNTS,
+        "availability": (_availability(tables["availability"])
+                         if "availability" in tables else None),
+        "availability_shown": AVAILABILITY_SHOWN,
+        "figures": {name: _figure(figures / f"{name}.png")
+                    for name in ("availability", "citations")},
+        # (key, label, options, field of a call in the island, match): the select is
+        # filter-KEY; the URL state names it KEY.
+        "filters": [("case", "case", _options(calls, "case"), "case", "exact"),
+                    ("lang", "language", _options(calls, "lang"), "lang", "exact"),
+                    ("variant", "variant", _options(calls, "variant"), "variant", "exact"),
+                    ("mode", "mode", _options(calls, "mode"), "mode", "exact"),
+                    *((f"group-{k}", f"group {k}",
+                       sorted({v[k] for v in groups.values()}), f"group:{k}", "exact")
+                      for k in keys),
+                    ("reason", "reason",
+                     [(r, REASON_WORDS[r]) for r in REASON_WORDS if r in occurring],
+                     "reasons", "word")],
+        "reasons": [r for r in REASON_WORDS if r in occurring],
+        "limits": LIMITS,
+        "diagnostics": [e for e in manifest if e["kind"] == "diagnostic"],
+        "measures": [_measure_view(section) for section in measure_sections(manifest, tables)],
+        "not_sent": calls.filter(pl.col("status") == "not_sent").height,
+    }
+    return environment(redact).get_template("report.html.j2").render(context)
+
+
+def write_html_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
+                      redact: Redact | None = None) -> Path:
+    """Write report.html beside report.md (`render`); written beside, then renamed into place,
+    so that a failed write leaves the old page, never half of one."""
+    from fragbench.files import write_text_atomically
+
+    path = series_dir / REPORT_HTML
+    write_text_atomically(path, render(series_dir, tables, redact))
+    return path
