@@ -18,13 +18,13 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from fragbench.collect import BudgetBook, collect
-from fragbench.config import load_experiment
+from fragbench.budget.ledger import Ledger
+from fragbench.calls.collector import BudgetBook, collect
+from fragbench.experiment.config import load_experiment
+from fragbench.experiment.plan import call_reservation, verify
 from fragbench.interfaces import Reply, Request, Usage
-from fragbench.journal import Journal
-from fragbench.ledger import Ledger
-from fragbench.plan import call_reservation, verify
 from fragbench.redact import Redactor
+from fragbench.series.journal import Journal
 
 ROOT = Path(__file__).resolve().parent.parent
 

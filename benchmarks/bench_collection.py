@@ -7,7 +7,8 @@ written to Parquet in a temporary folder, then each contender runs in a process 
 peak resident memory is that process's `ru_maxrss`, read with `os.wait4` by a small launcher
 process, since Linux carries a parent's peak into its children):
 
-- `fragbench-lib`: `fragbench.collection.retrieve_collection` on the frames already read (the
+- `fragbench-lib`: `fragbench.retrieval.collection.engine.retrieve_collection` on the frames
+already read (the
   Polars default thread pool, 2 threads on the project machine). Its index phase ends when the
   scorer's `collection_index` returns (timed by wrapping that method); its query phase is the
   rest: every batch of queries, the selection, the result frame. Should that split not exist,
@@ -404,8 +405,8 @@ def split_scorer() -> Any:
     try:
         import inspect
 
-        from fragbench.collection import retrieve_collection
         from fragbench.plugins import registry
+        from fragbench.retrieval.collection.engine import retrieve_collection
 
         if "scorer" not in inspect.signature(retrieve_collection).parameters:
             return None
@@ -430,7 +431,7 @@ def split_scorer() -> Any:
 def worker_fragbench(folder: Path, one_query: bool) -> dict[str, Any]:
     import polars as pl
 
-    from fragbench.collection import retrieve_collection
+    from fragbench.retrieval.collection.engine import retrieve_collection
 
     scorer = split_scorer()
     t0 = time.perf_counter()
@@ -1026,10 +1027,11 @@ def main() -> None:
         return
 
     try:
-        import fragbench.collection  # noqa: F401
+        import fragbench.retrieval.collection.engine  # noqa: F401
         fb_available = True
     except ImportError as exc:
-        print(f"fragbench.collection is not importable ({exc}): fragbench is not measured",
+        print(f"fragbench.retrieval.collection.engine is not importable ({exc}): "
+              "fragbench is not measured",
               file=sys.stderr)
         fb_available = False
     root = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="fbcoll-"))
@@ -1067,7 +1069,7 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str),
                                    encoding="utf-8")
     if not fb_available:
-        print("FAILED: fragbench.collection is missing", file=sys.stderr)
+        print("FAILED: fragbench.retrieval.collection.engine is missing", file=sys.stderr)
         sys.exit(1)
     if problems:
         print(f"\nFAILED: {len(problems)} disagreement(s) or failure(s); the first ones:",

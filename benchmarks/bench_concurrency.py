@@ -5,7 +5,7 @@
    calls (default 10,000) at 32 in flight, through `fragbench.run.run`. Reported: the time
    from the first reservation to the last outcome (journal timestamps), against the ideal
    calls x 0.2 s / 32.
-2. The collector's own time per call: `fragbench.collect.collect` with an in-process session
+2. The collector's own time per call: `fragbench.calls.collector.collect` with an in-process session
    that answers at once (no network), one call in flight, at 100, 1,000 and 10,000 calls,
    each on a fresh ledger and on a ledger holding 200 earlier series (72 calls each, every
    call reserved and settled). What it measures: the reservation check under the ledger's
@@ -69,16 +69,16 @@ def experiment(root: Path, calls: int, in_flight: int) -> Path:
     text = text.replace('plugin = "openai"\n', f'plugin = "openai"\nmax_in_flight = {in_flight}\n')
     text = text.replace('ceiling_usd = "10"', 'ceiling_usd = "100000"')
     config.write_text(text, encoding="utf-8")
-    from fragbench.config import load_experiment
-    from fragbench.plan import freeze
+    from fragbench.experiment.config import load_experiment
+    from fragbench.experiment.plan import freeze
 
     freeze(load_experiment(config.parent))
     return config.parent
 
 
 def loopback(calls: int, in_flight: int, latency: float) -> dict[str, Any]:
-    from fragbench.journal import read_journal
     from fragbench.run import run
+    from fragbench.series.journal import read_journal
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -141,13 +141,13 @@ def earlier_series(ledger: Any, count: int, calls: int) -> None:
 
 
 def overhead(calls: int, earlier: int) -> dict[str, Any]:
-    from fragbench.collect import BudgetBook, collect
-    from fragbench.config import load_experiment
-    from fragbench.journal import Journal
-    from fragbench.ledger import Ledger, ledger_path
-    from fragbench.plan import call_reservation, verify
+    from fragbench.budget.ledger import Ledger, ledger_path
+    from fragbench.calls.collector import BudgetBook, collect
+    from fragbench.experiment.config import load_experiment
+    from fragbench.experiment.plan import call_reservation, verify
     from fragbench.redact import Redactor
     from fragbench.run import input_bounds
+    from fragbench.series.journal import Journal
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -1,10 +1,11 @@
 """What the core's output checks cost on a large corpus (issue 15, item 4): the chunk promises
-the test kit checks too (`fragbench.retrieval.chunk_problems`: every passage given and no other,
-`fragbench.spans.passage_problems`; the overlap promise, `coverage_problems`, or with overlap
-declared every sentence or character at least once, `covered_problems`; chunks numbered 0..n-1,
-`numbering_problems`) on every chunk of 1,000,000 sentences, sentence chunks and span chunks,
-beside reading the chunks (`fragbench.retrieval.read_chunks`) and scoring them; and the
-finite-score check (`fragbench.retrieval.check_scores`). Results go to benchmarks/RESULTS.md.
+the test kit checks too (`fragbench.retrieval.passages.chunk_problems`: every passage given and no
+other, `fragbench.retrieval.spans.passage_problems`; the overlap promise, `coverage_problems`, or
+with overlap declared every sentence or character at least once, `covered_problems`; chunks numbered
+0..n-1, `numbering_problems`) on every chunk of 1,000,000 sentences, sentence chunks and span
+chunks, beside reading the chunks (`fragbench.retrieval.passages.read_chunks`) and scoring them; and
+the finite-score check (`fragbench.retrieval.passages.check_scores`). Results go to
+benchmarks/RESULTS.md.
 
 `--before COMMIT` also times `coverage_problems` as it was at COMMIT (the row-by-row version),
 loaded from git into a module of its own.
@@ -32,9 +33,9 @@ from bench_retrieval import synthetic
 
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
-from fragbench.corpus import PASSAGE_SEPARATOR
-from fragbench.retrieval import check_scores, chunk_problems, read_chunks
-from fragbench.spans import (
+from fragbench.corpus.cases import PASSAGE_SEPARATOR
+from fragbench.retrieval.passages import check_scores, chunk_problems, read_chunks
+from fragbench.retrieval.spans import (
     coverage_problems,
     covered_problems,
     numbering_problems,
@@ -73,7 +74,8 @@ def with_offsets(sentences: pl.DataFrame) -> pl.DataFrame:
 
 
 def old_version(commit: str) -> Any:
-    source = subprocess.run(["git", "show", f"{commit}:src/fragbench/spans.py"], check=True,
+    source = subprocess.run(["git", "show", f"{commit}:src/fragbench/retrieval/spans.py"],
+                            check=True,
                             capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp()) / "spans_before.py"
     path.write_text(source, encoding="utf-8")

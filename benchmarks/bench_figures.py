@@ -1,15 +1,15 @@
 """How long drawing every figure of a series takes (target: under a second). Results go to
 benchmarks/RESULTS.md.
 
-Four series are recorded first, in a temporary folder: the offline baseline (`fragbench run
-... --series extractive`), and three model series against the tests' loopback Responses
-server (`tests/loopback.py`, with TCP_NODELAY so that it answers at once): complete, stopped at
-call 10 (an HTTP 500; one earlier answer not JSON), and empty (the first call fails: no answer,
-71 calls never sent). Then, for each series, several fresh processes each draw both figures
-(`availability_heatmap`, `citation_outcomes`: PNG and SVG each) into a folder of their own,
-exactly as `fragbench report` calls them, and report:
+Four series are recorded first, in a temporary folder: the offline baseline (`fragbench run ...
+--series extractive`), and three model series against the tests' loopback Responses server
+(`fragbench.testing.loopback`, with TCP_NODELAY so that it answers at once): complete, stopped
+at call 10 (an HTTP 500; one earlier answer not JSON), and empty (the first call fails: no
+answer, 71 calls never sent). Then, for each series, several fresh processes each draw both
+figures (`availability_heatmap`, `citation_outcomes`: PNG and SVG each) into a folder of their
+own, exactly as `fragbench report` calls them, and report:
 
-- `cold`: from before `fragbench.figures` and matplotlib are imported to both figures written
+- `cold`: from before `fragbench.report.figures` and matplotlib are imported to both figures written
   (the tables already read): what a report pays for its figures, imports included;
 - `warm`: the same two figures drawn again in the same process (matplotlib loaded, fonts
   cached): the drawing alone;
@@ -47,7 +47,7 @@ info = json.loads((series / "series.json").read_text(encoding="utf-8"))
 t = {n: pl.read_parquet(series / f"{n}.parquet") for n in
      ("availability", "citations", "citations_per_call", "calls")}
 ready = time.perf_counter()
-from fragbench.figures import availability_heatmap, citation_outcomes
+from fragbench.report.figures import availability_heatmap, citation_outcomes
 def draw(folder):
     folder.mkdir(parents=True)
     availability_heatmap(t["availability"], folder / "availability", info)
@@ -79,8 +79,7 @@ def record(tmp: Path) -> dict[str, Path]:
     run = [*fragbench(), "run", EXPERIMENT, "--out", str(out)]
     subprocess.run([*run, "--series", "extractive"], cwd=ROOT, env=env_for(tmp), check=True,
                    capture_output=True)
-    sys.path.insert(0, str(ROOT / "tests"))
-    import loopback
+    from fragbench.testing import loopback
 
     loopback.Handler.disable_nagle_algorithm = True
     scripts: dict[str, dict[int, Any]] = {

@@ -1,6 +1,6 @@
 """Import and sensitivity matrix for N HotpotQA-format questions: time and peak memory.
 
-Generates N questions in HotpotQA's distractor format (tests/hotpotqa_data.py: 10 paragraphs
+Generates N questions in HotpotQA's distractor format (tests/support/hotpotqa_data.py: 10 paragraphs
 of 2 to 6 sentences, about 40 sentences a question), then, each in a fresh process (peak memory
 is that process's maximum resident set size):
 
@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from hotpotqa_data import generate, write  # noqa: E402
+from support.hotpotqa_data import generate, write  # noqa: E402
 
 MATRIX = """
 import json, sys, time
@@ -41,8 +41,8 @@ from pathlib import Path
 t0 = time.perf_counter()
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
-from fragbench.corpus import load_corpus
-from fragbench.retrieval import retrieve
+from fragbench.corpus.cases import load_corpus
+from fragbench.retrieval.passages import retrieve
 t1 = time.perf_counter()
 cases = load_corpus([Path(sys.argv[1])])
 t2 = time.perf_counter()
@@ -59,8 +59,8 @@ from pathlib import Path
 import polars as pl
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
-from fragbench.corpus import load_corpus, questions_frame, sentences_frame
-from fragbench.retrieval import chunk_passages, select
+from fragbench.corpus.cases import load_corpus, questions_frame, sentences_frame
+from fragbench.retrieval.passages import chunk_passages, select
 said = {}
 def step(name, work):
     start = time.perf_counter()

@@ -2,10 +2,10 @@
 apply a filter (issue 16, item 5); then the same for the compare pages (a grid of three
 10,080-call series; a pair of two, whose cells are a data element page.js draws).
 
-The series is the offline demo copied as tables (tests/scaled_pages.py: 140 copies = 10,080
+The series is the offline demo copied as tables (tests/support/scaled_pages.py: 140 copies = 10,080
 calls, distinct texts, case groups in cases.parquet), its page written by
-`fragbench.report_html.write_html_report`. Each run opens the page from disk in a fresh
-context of the system Chromium (tests/browser.py) and reads:
+`fragbench.report.html.write_html_report`. Each run opens the page from disk in a fresh
+context of the system Chromium (tests/support/browser.py) and reads:
 
 - `render_s`: writing report.html (Python: tables to page);
 - `first_paint_ms`: the browser's first contentful paint (the summary, before the script ran);
@@ -73,10 +73,10 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=140)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    from browser import chromium_browser, open_page
-    from scaled_pages import scale_series
+    from support.browser import chromium_browser, open_page
+    from support.scaled_pages import scale_series
 
-    from fragbench.report_html import write_html_report
+    from fragbench.report.html import write_html_report
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -121,13 +121,13 @@ COMPARE_JS = """async () => {
 
 
 def compare_pages(root: Path, demo: Path, copies: int, repeat: int) -> None:
-    """The grid page of three scaled series and the pair page of two (tests/scaled_pages.py
+    """The grid page of three scaled series and the pair page of two (tests/support/scaled_pages.py
     `scaled_trio`): size, writing time, first page drawn, and the "differs" filter."""
-    from browser import chromium_browser, open_page
-    from scaled_pages import scaled_trio
+    from support.browser import chromium_browser, open_page
+    from support.scaled_pages import scaled_trio
 
-    from fragbench.compare import compare_grid, compare_series
-    from fragbench.compare_html import write_compare_page, write_grid_page
+    from fragbench.report.compare import compare_grid, compare_series
+    from fragbench.report.compare_html import write_compare_page, write_grid_page
 
     trio = scaled_trio(demo, root / "trio", copies)
     pages = []

@@ -8,7 +8,7 @@ the median CPU time and peak RSS (`os.wait4`), and its ratio to the issue's targ
   TMP` (< 2 s), each run into a fresh folder;
 - `fragbench report` on that series (< 1 s);
 - the collector: `fragbench run experiments/protocol-1.0 --series openai --backend openai --out
-  TMP` against the loopback Responses-API server of the tests (`tests/loopback.py`)
+  TMP` against the loopback Responses-API server of the tests (`fragbench.testing.loopback`)
   (< 3 s for the 72 calls); OPENAI_API_KEY is a dummy, OPENAI_BASE_URL the server,
   FRAGBENCH_LEDGER_DIR a fresh temporary folder (the real ledger store is never touched). Twice:
   `collector`, the server with TCP_NODELAY, which answers at once; `collector-nagle`, the server
@@ -198,11 +198,10 @@ def bench(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     series = tmp / "offline-0" / "protocol-1.0" / "extractive"
     repeat("report", args.runs, simple("report", str(series)))
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    import loopback
+    from fragbench.testing import loopback
 
-    # Two servers: tests/loopback.py as it is, which writes a response's headers and body in
-    # two writes, so that Nagle's algorithm holds the body until the client's delayed ACK
+    # Two servers: fragbench.testing.loopback as it is, which writes a response's headers and
+    # body in two writes, so that Nagle's algorithm holds the body until the client's delayed ACK
     # (about 40 ms a call on Linux loopback); and the same server with TCP_NODELAY, which
     # answers at once: the collector's own overhead, the one the target is about.
     variants = {"collector": True, "collector-nagle": False}

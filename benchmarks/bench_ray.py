@@ -85,10 +85,10 @@ def phases_worker(folder: Path, shards: int) -> dict[str, Any]:
 
     import ray
 
-    from fragbench import collection_sweep as cs
-    from fragbench.collection import read_inputs
-    from fragbench.collection_ray import compute_ray
     from fragbench.plugins import registry
+    from fragbench.retrieval.collection import sweep as cs
+    from fragbench.retrieval.collection.engine import read_inputs
+    from fragbench.retrieval.collection.ray import compute_ray
 
     began = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR,

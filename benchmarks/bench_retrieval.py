@@ -19,7 +19,7 @@ import polars as pl
 
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
-from fragbench.retrieval import select
+from fragbench.retrieval.passages import select
 
 WORDS = [
     "price", "discount", "order", "delivery", "hosting", "data", "backup", "support", "express",

@@ -1,65 +1,24 @@
+"""The fixtures shared by the test modules, and only those: what they share besides fixtures is
+in tests/support/ (issue 25, item 4).
+"""
+
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
-from loopback import Handler, Server, answer_for
-from typer.testing import CliRunner
+from support.cli import run_cli
+from support.corpora import TOML_CORPUS
+from support.pg_server import started_postgresql
+from support.processes import answer_when_opened
+from support.suite import COMMITTED_EXPERIMENTS, PATIENCE, ROOT
 
-from fragbench.cli import app
-
-PATIENCE = 300.0
-"""How long a step may take on a loaded machine before a test gives up: a bound on a failure,
-never a timing a passing run must meet."""
-ROOT = Path(__file__).resolve().parent.parent
-PROVIDER = ("OPENAI_", "ANTHROPIC_")
-"""A test never inherits a provider's key or endpoint from the machine it runs on."""
-CANARY_KEY = "sk-proj-CANARYcanary0123456789abcdefXYZ"
-COMMITTED_EXPERIMENTS = ("protocol-1.0", "protocol-1.0-anthropic", "protocol-1.0-openai-chat",
-                         "protocol-1.0-token-window")
-"""The experiments the repository ships, by name: a test copies and counts only these, never
-what a user added under experiments/ (as the worked examples in docs/ have them do)."""
-
-
-TERMINAL_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-
-
-def _deaf(signum: int, frame: Any) -> None:
-    """Does nothing: this process stays as deaf to the signal as when it ignored it."""
-
-
-@contextlib.contextmanager
-def signals_at_default() -> Iterator[None]:
-    """Wrap the start of a process a test will send SIGINT, SIGTERM or SIGHUP: it begins with
-    them at their default, as a terminal's foreground job does, even when pytest inherited
-    them ignored (`nohup make test` ignores SIGHUP; a non-interactive shell's background job,
-    `make test &`, ignores SIGINT). fragbench keeps an inherited ignore as the user's choice,
-    so a test signalling that run would otherwise wait for nothing.
-
-    An ignored signal stays ignored across exec, a caught one starts at its default: while
-    the process starts, this one catches each ignored signal with a handler that does
-    nothing, then ignores it again. Only here, never for the whole session: the suite's own
-    processes (xdist workers, Ray clusters) keep the protection `nohup` gave them."""
-    import signal
-
-    ignored = [getattr(signal, name) for name in TERMINAL_SIGNALS
-               if signal.getsignal(getattr(signal, name)) is signal.SIG_IGN]
-    for signum in ignored:
-        signal.signal(signum, _deaf)
-    try:
-        yield
-    finally:
-        for signum in ignored:
-            signal.signal(signum, signal.SIG_IGN)
+from fragbench.corpus.cases import Case, load_corpus
+from fragbench.testing.loopback import Handler, Server, answer_for
 
 
 @pytest.fixture(autouse=True)
@@ -110,47 +69,6 @@ def extractive(extractive_once: Path, workspace: Path) -> Path:
     return series_dir
 
 
-@attrs.frozen
-class Ran:
-    """What a command did, shaped like subprocess.CompletedProcess."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> Ran:
-    """The real command, in process (Typer's runner): the same parsing, output and exit codes
-    as from a shell, without paying interpreter start-up and imports for every call. An
-    internal error (a bug) is not turned into an exit code: it raises, and the test fails with
-    its traceback."""
-    overrides: dict[str, str | None] = {k: None for k in os.environ if k.startswith(PROVIDER)}
-    overrides.update(env or {})
-    result = CliRunner().invoke(app, list(args), env=overrides, catch_exceptions=False)
-    return Ran(result.exit_code, result.stdout, result.stderr)
-
-
-def error_lines(stderr: str) -> list[str]:
-    """The error lines of a command's stderr (phase and progress lines are not errors)."""
-    assert "Traceback" not in stderr, stderr
-    return [line for line in stderr.splitlines() if line.startswith("fragbench:")]
-
-
-def process_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a subprocess under test: this one's, less any provider setting."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(PROVIDER)}
-    env.update(extra or {})
-    return env
-
-
-def run_process(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-                ) -> subprocess.CompletedProcess[str]:
-    """The real command in a subprocess: only where the process itself is under test
-    (plugin discovery from the environment, start-up)."""
-    return subprocess.run([sys.executable, "-m", "fragbench", *args], cwd=cwd or ROOT,
-                          env=process_env(env), capture_output=True, text=True, check=False)
-
-
 @pytest.fixture
 def server() -> Iterator[Server]:
     with Server() as srv:
@@ -177,42 +95,16 @@ def held(server: Server) -> Iterator[threading.Event]:
     gate.set()
 
 
-def refreeze(experiment: Path, old: str, new: str) -> None:
-    """Change one setting of the experiment copy's config, then freeze its plan again."""
-    config = experiment / "config.toml"
-    text = config.read_text(encoding="utf-8")
-    assert old in text, old
-    config.write_text(text.replace(old, new), encoding="utf-8")
-    frozen = run_cli("freeze", str(experiment))
-    assert frozen.returncode == 0, frozen.stderr
-
-
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     """One browser per test process, shared by every browser test file (Playwright's sync API
     runs one event loop per thread: a second browser opened beside it would fail). Skipped,
     with the reason, where there is none; each test opens its own context, so no state passes
     between tests."""
-    from browser import chromium_browser
+    from support.browser import chromium_browser
 
     with chromium_browser() as browser:
         yield browser
-
-
-def started_postgresql() -> Iterator[Any]:
-    """A throwaway PostgreSQL server from the system's binaries (tests/pg_server.py), stopped
-    and removed when the generator ends; the test skipped with one line naming what is missing
-    where it cannot start. For a fixture: `yield from started_postgresql()`."""
-    import pg_server
-
-    why = pg_server.missing()
-    if why is not None:
-        pytest.skip(why)
-    srv = pg_server.Server().start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture(scope="session")
@@ -229,3 +121,17 @@ def ledger_url(postgresql_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.delenv("FRAGBENCH_LEDGER_DIR", raising=False)
     monkeypatch.setenv("FRAGBENCH_LEDGER_URL", url)
     return url
+
+
+@pytest.fixture
+def gate(server: Server) -> Iterator[threading.Event]:
+    """Call 2 is held by the server until the test opens the gate."""
+    opened = threading.Event()
+    server.script[1] = answer_when_opened(opened)
+    yield opened
+    opened.set()  # never leave a handler waiting
+
+
+@pytest.fixture(scope="module")
+def toml_cases() -> list[Case]:
+    return load_corpus([TOML_CORPUS])

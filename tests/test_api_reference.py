@@ -1,95 +1,76 @@
-"""The generated API reference (docs/api_reference.py, `make docs`): it builds, offline, from
-the code's docstrings and annotations, and every public name a plugin touches has a documented
-entry in it.
+"""The plugin API reference (the site's `reference/` pages, rendered by mkdocstrings): every public
+name a plugin touches has a docstring, so it has an entry.
 
-The reference is built in process through pdoc's own API into tmp_path, the same function
-`make docs` runs, and the check reads pdoc's model of the modules, the one the pages are
-rendered from: a name missing there is missing from the reference.
+The check is docs/hooks.py's, the one `mkdocs build --strict` runs (`make docs`,
+tests/test_docs_site.py), and it reads griffe's model of the modules the pages name: the model
+mkdocstrings renders from, which leaves out a public name without a docstring. These tests
+run it in process, without building the site, so that `make check` has them too.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import pkgutil
-import re
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import ROOT
+from support.suite import ROOT
 
 import fragbench.testing
 
+DOCS = ROOT / "docs"
+SRC = str(ROOT / "src")
 
-def _reference() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("api_reference",
-                                                  ROOT / "docs" / "api_reference.py")
+
+def _hooks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["api_reference"] = module
+    sys.modules["docs_hooks"] = module
     spec.loader.exec_module(module)
     return module
 
 
-reference = _reference()
+hooks = _hooks()
+
+
+def documented() -> list[str]:
+    return hooks.documented_modules(sorted((DOCS / "reference").rglob("*.md")))
 
 
 def test_every_public_name_has_a_documented_entry() -> None:
-    """A public module-level function, class or constant of the documented modules, a public
-    method or attribute of a public class, each hookspec, and each module itself: none lacks
-    a docstring in pdoc's model. The failure lists every offender."""
-    missing = reference.undocumented()
-    assert not missing, ("these public names have no docstring, so the API reference documents "
-                         "nothing for them; write one (what a plugin author can rely on):\n  "
-                         + "\n  ".join(missing))
+    """A public function, class or constant of each documented module, a public method or
+    attribute of a public class, each hookspec, and each module itself: none lacks a docstring
+    in griffe's model, and every public submodule of a documented package has a page. The
+    failure lists every offender."""
+    problems = hooks.check(DOCS, [SRC])
+    assert not problems, "the API reference would leave these out:\n  " + "\n  ".join(problems)
 
 
-def test_the_reference_builds_offline_with_every_module(tmp_path: Path) -> None:
-    """`build` writes a page per documented module, an index and the search index, with no
-    warning from pdoc (every lazily exported name and every annotation resolved), and no page
-    loads anything from another host."""
-    problems = reference.build(tmp_path)
-    assert problems == []
-    pages = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.html")}
-    expected = {name.replace(".", "/") + ".html" for name in reference.module_names()}
-    assert expected <= pages
-    assert {"index.html", "fragbench/interfaces.html", "fragbench/hookspecs.html",
-            "fragbench/transport.html", "fragbench/api.html", "fragbench/testing.html",
-            "fragbench/testing/loopback.html"} <= pages
-    assert (tmp_path / "search.js").is_file()
-    for page in [*tmp_path.rglob("*.html"), tmp_path / "search.js"]:
-        text = page.read_text(encoding="utf-8")
-        # A link a reader may follow is fine (pdoc's footer credits pdoc.dev); a script,
-        # style, font or image fetched from another host is not.
-        remote = re.findall(r"<(?:script|link|img|iframe|source)\b[^>]*?(?:src|href)="
-                            r"[\"']?(?:https?:)?//[^\"' >]+|@import[^;]*//|url\([\"']?"
-                            r"(?:https?:)?//", text)
-        assert remote == [], f"{page.name} loads {remote}"
+def test_the_reference_covers_what_a_plugin_touches() -> None:
+    """The modules a plugin author imports, the kit with each of its public submodules (those
+    `fragbench.testing` lists in `__all__` and those on disk), and the three a backend meets in
+    its errors and imports: each is rendered by a page."""
+    names = set(documented())
+    kit = {f"fragbench.testing.{m.name}" for m in pkgutil.iter_modules(fragbench.testing.__path__)
+           if not m.name.startswith("_")}
+    assert kit == {f"fragbench.testing.{name}" for name in fragbench.testing._SUBMODULES}
+    assert {"fragbench.api", "fragbench.interfaces", "fragbench.hookspecs", "fragbench.transport",
+            "fragbench.testing", "fragbench.errors", "fragbench.redact", "fragbench.lazy",
+            *kit} <= names
 
 
-def test_lazy_exports_are_documented_as_the_real_objects(tmp_path: Path) -> None:
-    """fragbench.testing serves its names lazily (module `__getattr__`): the reference shows
-    the real function with its signature and docstring, not a missing name; annotations
-    written through fragbench.lazy's Polars proxy show Polars' own DataFrame."""
-    reference.build(tmp_path)
-    testing = (tmp_path / "fragbench" / "testing.html").read_text(encoding="utf-8")
-    for name in fragbench.testing._EXPORTS:
-        assert f'id="{name}"' in testing, name
-    from fragbench.testing.retrieval_checks import check_scorer
-
-    opening = " ".join((check_scorer.__doc__ or "").split()[:4])  # "Check a scorer on"
-    assert opening and opening in testing
-    interfaces = (tmp_path / "fragbench" / "interfaces.html").read_text(encoding="utf-8")
-    assert "polars.dataframe.frame.DataFrame" in interfaces
-
-
-def test_every_public_submodule_of_the_kit_is_in_the_reference() -> None:
-    """A new public module under fragbench/testing/ must be listed (fragbench.testing's
-    `__all__`, which the reference follows), or its names would go undocumented unnoticed."""
-    found = {f"fragbench.testing.{m.name}" for m in pkgutil.iter_modules(
-        fragbench.testing.__path__) if not m.name.startswith("_")}
-    assert found - set(reference.module_names()) == set()
+def test_each_lazy_name_of_the_kit_is_documented_where_it_is_defined() -> None:
+    """fragbench.testing serves its names lazily (module `__getattr__`), which griffe's static
+    model cannot see in the package; each is documented in the submodule that defines it, and
+    that submodule has a page."""
+    modules = hooks.load(documented(), [SRC])
+    for name, where in fragbench.testing._EXPORTS.items():
+        assert where in modules, (name, where)
+        member = modules[where].members[name]
+        assert member.is_public and member.docstring and member.docstring.value.strip(), name
 
 
 PROBE = '''"""A module of every kind of public name, some documented and some not."""
@@ -98,6 +79,11 @@ from typing import Protocol
 
 import pluggy
 
+from probe_pkg.inner import DOCUMENTED_THERE, UNDOCUMENTED_THERE
+
+__all__ = ["LIMIT", "UNDOCUMENTED_CONSTANT", "DOCUMENTED_THERE", "UNDOCUMENTED_THERE",
+           "Documented", "Bare", "Failure", "register_things", "documented", "hookspec"]
+
 hookspec = pluggy.HookspecMarker("probe")
 """Documented."""
 
@@ -105,6 +91,7 @@ LIMIT = 3
 """Documented."""
 UNDOCUMENTED_CONSTANT = 4
 _PRIVATE = 5
+NOT_EXPORTED = 6
 
 
 class Documented(Protocol):
@@ -120,6 +107,8 @@ class Documented(Protocol):
         """Documented."""
 
     def _private(self) -> None: ...
+
+    def __call__(self) -> None: ...
 
 
 class Bare(Protocol):
@@ -142,22 +131,74 @@ def documented() -> None:
     """Documented."""
 '''
 
+INNER = '''"""Documented."""
 
-def test_the_check_names_each_missing_docstring(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """The check is not vacuous: on a module written for it, exactly the public names without
+DOCUMENTED_THERE = 1
+"""Documented where it is defined."""
+UNDOCUMENTED_THERE = 2
+'''
+
+
+def probe(tmp_path: Path) -> Path:
+    package = tmp_path / "probe_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(PROBE, encoding="utf-8")
+    (package / "inner.py").write_text(INNER, encoding="utf-8")
+    (package / "listed.py").write_text('"""Documented."""\n', encoding="utf-8")
+    (package / "unlisted.py").write_text('"""Documented."""\n', encoding="utf-8")
+    (package / "_private.py").write_text("", encoding="utf-8")
+    return package
+
+
+def test_the_check_names_each_missing_docstring(tmp_path: Path) -> None:
+    """The check is not vacuous: on a package written for it, exactly the public names without
     a docstring are named (a constant, a class attribute, a protocol method, a class whose
-    only docstring would be its base's, an exception's instance attribute, a hookspec), and
-    no documented or private name."""
-    (tmp_path / "fragbench_probe.py").write_text(PROBE, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    missing = reference.undocumented(reference.load(["fragbench_probe"]))
-    assert sorted(missing) == sorted([
-        "fragbench_probe.UNDOCUMENTED_CONSTANT",
-        "fragbench_probe.Documented.name",
-        "fragbench_probe.Documented.method",
-        "fragbench_probe.Bare",
-        "fragbench_probe.Failure",
-        "fragbench_probe.Failure.kind",
-        "fragbench_probe.register_things",
+    only docstring would be its base's, an exception's instance attribute, a hookspec, a
+    name re-exported through `__all__`, named where it is defined), and no documented, private,
+    special or unexported name."""
+    probe(tmp_path)
+    modules = hooks.load(["probe_pkg", "probe_pkg.listed"], [str(tmp_path)])
+    assert sorted(hooks.undocumented(modules)) == sorted([
+        "probe_pkg.UNDOCUMENTED_CONSTANT",
+        "probe_pkg.inner.UNDOCUMENTED_THERE",
+        "probe_pkg.Documented.name",
+        "probe_pkg.Documented.method",
+        "probe_pkg.Bare",
+        "probe_pkg.Failure",
+        "probe_pkg.Failure.kind",
+        "probe_pkg.register_things",
     ])
+
+
+def test_the_check_names_a_public_module_no_page_renders(tmp_path: Path) -> None:
+    """A package's public submodule that no page names is a problem (it would go undocumented
+    unnoticed); a private one is not, and neither is one whose page exists."""
+    probe(tmp_path)
+    modules = hooks.load(["probe_pkg", "probe_pkg.listed"], [str(tmp_path)])
+    assert sorted(hooks.unlisted(modules)) == ["probe_pkg.inner", "probe_pkg.unlisted"]
+
+
+def test_a_page_naming_no_module_is_a_problem(tmp_path: Path) -> None:
+    """A `:::` line naming a module that does not exist (a rename) is reported by name, not
+    skipped."""
+    docs = tmp_path / "docs"
+    (docs / "reference").mkdir(parents=True)
+    (docs / "reference" / "gone.md").write_text("# Gone\n\n::: fragbench.gone\n",
+                                                encoding="utf-8")
+    assert hooks.check(docs, [SRC]) == [
+        "fragbench.gone: no such module, named by a page under docs/reference/"]
+
+
+@pytest.mark.parametrize(("fence", "title"), [
+    ("```python file=src/fragbench_x/__init__.py", '```python title="src/fragbench_x/__init__.py"'),
+    ("```toml edit=experiments/x/config.toml",
+     '```toml title="experiments/x/config.toml: set these keys"'),
+    ("```toml append=experiments/x/config.toml",
+     '```toml title="experiments/x/config.toml: add at the end"'),
+])
+def test_a_worked_examples_fence_is_shown_as_code_with_its_file(fence: str, title: str) -> None:
+    """tests/support/walkthrough.py's fences (`file=`, `edit=`, `append=`) are not Markdown's:
+    unchanged, the block would render as text (a TOML table header as a link). The hook titles
+    them."""
+    page = f"Text.\n\n{fence}\n[budget]\nid = 1\n```\n"
+    assert hooks.titled_fences(page) == f"Text.\n\n{title}\n[budget]\nid = 1\n```\n"

@@ -14,7 +14,6 @@ distribution provides is taken to be its own distribution's name, so that it is 
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 import tomllib
@@ -22,7 +21,8 @@ from collections.abc import Iterable, Mapping
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
-from conftest import ROOT
+from support.imports import absolute_imports
+from support.suite import ROOT
 
 NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?", re.ASCII)
 """A distribution's name at the start of a requirement string (PEP 508)."""
@@ -40,18 +40,10 @@ def imports(package: Path, base: Path) -> dict[str, list[str]]:
     left out."""
     found: dict[str, set[str]] = {}
     for path in sorted(package.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            else:
-                continue
-            for name in names:
-                top = name.partition(".")[0]
-                if top != package.name and top not in sys.stdlib_module_names:
-                    found.setdefault(top, set()).add(path.relative_to(base).as_posix())
+        for name in absolute_imports(path):
+            top = name.partition(".")[0]
+            if top != package.name and top not in sys.stdlib_module_names:
+                found.setdefault(top, set()).add(path.relative_to(base).as_posix())
     return {top: sorted(files) for top, files in sorted(found.items())}
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from walkthrough import ROOT, blocks, follow
+from support.suite import ROOT
+from support.walkthrough import blocks, follow
 
 from fragbench.testing.loopback import Server, Shape
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from test_report_html import parse
-from walkthrough import ROOT, follow
+from support.reports import parse
+from support.suite import ROOT
+from support.walkthrough import follow
 
-from fragbench.report import SHOWN_ROWS
+from fragbench.report.markdown import SHOWN_ROWS
 from fragbench.schemas import type_name
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,8 @@ from types import ModuleType
 
 import polars as pl
 import pytest
-from walkthrough import ROOT, blocks, follow
+from support.suite import ROOT
+from support.walkthrough import blocks, follow
 
 from fragbench.testing import check_scorer
 
@@ -68,7 +69,7 @@ def test_writing_a_scorer_from_scratch(tmp_path: Path) -> None:
         encoding="utf-8")
     assert '"scorer": "bm25"' in plan and '"origin": "fragbench-bm25"' in plan
     assert table["score"].is_finite().all() and (table["score"] > 0).any()
-    from fragbench.corpus import load_corpus
+    from fragbench.corpus.cases import load_corpus
 
     cases = load_corpus([tmp_path / "fragbench" / "corpus" / "0.2"])
     questions = {(c.id, lang): p.question for c in cases for lang, p in c.langs.items()}

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from walkthrough import ROOT, follow
+from support.suite import ROOT
+from support.walkthrough import follow
 
 from fragbench.testing.loopback import Server, ok
 

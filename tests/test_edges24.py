@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import error_lines, run_cli
-from measure_plugin import Install, cell_cost, installer
+from support.cli import error_lines, run_cli
+from support.measure_plugin import Install, cell_cost, installer
 
 import fragbench
-from fragbench.new_experiment import toml_string
+from fragbench.scaffold.experiment import toml_string
 
 
 def stats(folder: Path) -> dict[str, tuple[int, int, bytes]]:
@@ -47,7 +47,8 @@ def test_an_experiment_id_that_is_no_folder_name_is_refused(
         experiment: Path, workspace: Path, ledger_store: Path, command: str,
         which: int) -> None:
     """The id names OUT/<id>, as the budget id names its ledger file: the same rule
-    (`fragbench.config.file_name_problem`), refused at freeze, plan and run in one line naming
+    (`fragbench.experiment.config.file_name_problem`), refused at freeze, plan and run in one line
+    naming
     the config and the value; nothing is written anywhere (the workspace, which holds --out
     and the escape targets, and the ledger store are unchanged)."""
     bad = hostile_ids(workspace)[which]

@@ -98,13 +98,26 @@ def literal_import_module(node: ast.Call) -> str | None:
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
 
 
+def reexported(source: str, node: ast.Call) -> list[str]:
+    """The submodules a package's `reexport(__name__, {name: submodule, ...})` (fragbench.lazy)
+    imports on first use: edges like any import inside a function."""
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if called != "reexport" or len(node.args) != 2 or not isinstance(node.args[1], ast.Dict):
+        return []
+    return [f"{source}.{value.value}" for value in node.args[1].values
+            if isinstance(value, ast.Constant) and isinstance(value.value, str)]
+
+
 def targets(source: str, node: ast.AST) -> list[str]:
     """The fragbench modules one import statement imports."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names if ours(alias.name)]
     if isinstance(node, ast.Call):
         name = literal_import_module(node)
-        return [name] if name is not None and ours(name) else []
+        if name is None:
+            return reexported(source, node)
+        return [name] if ours(name) else []
     assert isinstance(node, ast.ImportFrom)
     base = resolve_base(source, node)
     if not ours(base):
@@ -197,15 +210,24 @@ def test_every_fragbench_import_names_a_module_of_the_package() -> None:
     assert len(modules()) > 50 and len(edges()) > 200, "the parse found too little to judge"
 
 
+def test_at_most_twenty_modules_at_the_top_level() -> None:
+    """Packages by stage (issue 25): the top level holds the public paths and the shared
+    leaves; a new module goes into its stage's package."""
+    top = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top) <= 20, f"{len(top)} modules at the top of src/fragbench: {top}"
+
+
 def test_no_import_cycle_between_modules() -> None:
     found = cycles(graph_of())
     assert not found, described(found)
 
 
 def test_no_import_cycle_between_packages() -> None:
-    """Subpackages (builtin, importers, testing, and any added later) are one node each."""
+    """Subpackages (the stages, builtin, testing, and any added later) are one node each."""
     assert {package_of(name) for name in modules()} >= {
-        "fragbench.builtin", "fragbench.importers", "fragbench.testing"}
+        f"fragbench.{name}" for name in ("builtin", "testing", "http", "corpus", "retrieval",
+                                         "budget", "experiment", "calls", "series", "report",
+                                         "scaffold", "cli")}
     found = cycles(graph_of({name: package_of(name) for name in modules()}))
     assert not found, described(found)
 
@@ -217,13 +239,17 @@ def test_the_check_sees_imports_inside_functions_and_relative_ones() -> None:
     tree = ast.parse("from typing import TYPE_CHECKING\n"
                      "if TYPE_CHECKING:\n    from fragbench import cli\n"
                      "else:\n    from fragbench.lazy import polars\n"
-                     "def f():\n    from . import wire\n    import fragbench.errors\n"
+                     "def f():\n    from .http import wire\n    import fragbench.errors\n"
                      "    importlib.import_module('fragbench.text')\n")
     found = [target for node, _ in import_nodes(tree)
              for target in targets("fragbench.transport", node)]
-    assert found == ["fragbench.lazy", "fragbench.wire", "fragbench.errors", "fragbench.text"]
+    assert found == ["fragbench.lazy", "fragbench.http.wire", "fragbench.errors", "fragbench.text"]
     a_b = Edge("a", "b", "a.py:1")
     b_a = Edge("b", "a", "b.py:2")
     assert cycles({"a": {"b": a_b}, "b": {"a": b_a}}) == [[a_b, b_a]]
     assert described([[a_b, b_a]]).splitlines()[1] == "a -> b -> a"
     assert cycles({"a": {"b": a_b}}) == []
+    # A package's lazy re-exports (fragbench.lazy.reexport) are imports of its submodules.
+    border = ast.parse('__getattr__, __dir__ = reexport(__name__, {"Exchange": "wire"})')
+    assert [target for node, _ in import_nodes(border)
+            for target in targets("fragbench.http", node)] == ["fragbench.http.wire"]

@@ -21,14 +21,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import error_lines, run_cli
-from test_corpus_columnar import columnar, toml_cases, write
+from support.cli import error_lines, run_cli
+from support.corpora import columnar, write
 
-from fragbench.config import placeholder_problem, type_mismatch
-from fragbench.corpus import Case, load_corpus
+from fragbench.corpus.cases import Case, load_corpus
 from fragbench.errors import CorpusError
-
-__all__ = ["toml_cases"]  # a fixture of test_corpus_columnar, used below
+from fragbench.experiment.config import placeholder_problem, type_mismatch
 
 
 def files_of(folder: Path) -> dict[str, bytes]:

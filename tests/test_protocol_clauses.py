@@ -25,22 +25,23 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, error_lines, refreeze, run_cli
-from loopback import Handler, Server, http_error, ok
-from test_availability_expected import EXPECTED
-from test_citations import call
-from test_report_compare import section_table
+from support.availability import EXPECTED
+from support.cli import error_lines, refreeze, run_cli
+from support.reports import section_table
+from support.series import call
+from support.suite import CANARY_KEY
 
+from fragbench.budget.ledger import Ledger, ledger_path
 from fragbench.builtin.chunkers import SentenceGroups
 from fragbench.builtin.scorers import SqrtLexical
-from fragbench.config import load_experiment
-from fragbench.corpus import load_corpus
+from fragbench.corpus.cases import load_corpus
+from fragbench.experiment.config import load_experiment
 from fragbench.interfaces import MeasureInput
-from fragbench.ledger import Ledger, ledger_path
 from fragbench.plugins import registry
 from fragbench.redact import Redactor
-from fragbench.retrieval import retrieve
-from fragbench.series import CALLS_SCHEMA
+from fragbench.retrieval.passages import retrieve
+from fragbench.series.folder import CALLS_SCHEMA
+from fragbench.testing.loopback import Handler, Server, http_error, ok
 
 pytestmark = pytest.mark.slow
 
@@ -449,7 +450,7 @@ def test_the_report_publishes_all_four_settings_and_the_full_passage(extractive:
     phrases et un ou deux fragments retenus ... Ne pas sélectionner après coup le réglage le plus
     favorable." So report.md's availability table has every one of the four settings (2/1,
     2/2, 3/1 marked main, 3/2) and the full passage, for each of the 12 passages, each cell the
-    hand-computed one (tests/test_availability_expected.py's table)."""
+    hand-computed one (tests/series/test_availability_expected.py's table)."""
     report = (extractive / "report.md").read_text(encoding="utf-8")
     rows = section_table(report, "## Retrieval")
     settings = ["2/1", "2/2", "3/1 (main)", "3/2", "full"]
@@ -524,7 +525,7 @@ def test_a_chunk_of_one_term_is_scored_by_the_same_rule(tmp_path: Path) -> None:
 def test_an_empty_collection_answers_every_query_with_nothing() -> None:
     """Collection mode (README: every query against every chunk of a collection): with no
     sentence there is no chunk, so no query has a rank; an empty table, never an error."""
-    from fragbench.collection import retrieve_collection
+    from fragbench.retrieval.collection.engine import retrieve_collection
 
     sentences = pl.DataFrame(schema={"passage": pl.String, "position": pl.Int64,
                                      "lang": pl.String, "text": pl.String})
@@ -612,8 +613,8 @@ def test_a_ledger_is_read_only_under_the_budget_its_first_record_fixes(
     budget record, or an amount that is not one, is an altered ledger (restore it); one of
     another id, or another ceiling or prior spend, above or below the config's, is a config
     that does not match the budget (fix the config or give it its own id)."""
-    from fragbench.config import Budget
-    from fragbench.ledger import LedgerError
+    from fragbench.budget.ledger import LedgerError
+    from fragbench.budget.money import Budget
 
     path = tmp_path / "b.jsonl"
     chained(path, [{k: v for k, v in {**LEDGER_BUDGET, **first}.items() if v is not None}])
@@ -629,7 +630,7 @@ def test_a_ledger_file_is_data_never_executable_nor_writable_by_others(tmp_path:
     others, executable by no one, and writable by no one else (0o644, the umask aside)."""
     import os
 
-    from fragbench.config import Budget
+    from fragbench.budget.money import Budget
 
     budget = Budget(id="b", ceiling_usd=Decimal(10), prior_spend_usd=Decimal("0.5"),
                     framing_tokens=1024)
@@ -707,12 +708,12 @@ def test_an_unknown_cost_counts_at_least_what_its_usage_shows(tmp_path: Path) ->
     the 272K short-context limit (unknown cost: another price list), yet at the frozen rates
     alone it shows (300000 x 10 + 100 x 50) per million = 3.005 USD, more than the 1 USD
     reserved: 3.005 is counted, and the series stops."""
-    from test_budget_properties import PRICING, planned
+    from support.collector import PRICING, planned
 
-    from fragbench.collect import collect
-    from fragbench.config import BackendConfig
+    from fragbench.calls.collector import collect
+    from fragbench.experiment.config import BackendConfig
     from fragbench.interfaces import COST_FIELDS, Contract, Reply, Request, Usage
-    from fragbench.journal import Journal, read_journal
+    from fragbench.series.journal import Journal, read_journal
 
     class Answers:
         endpoint = "scripted"

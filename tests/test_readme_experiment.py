@@ -1,12 +1,13 @@
-"""Issue 16, "Done when" (first line): the README's "Your own experiment", followed word for
-word as a reader would (see walkthrough), from `fragbench new experiment` and from
+"""Issue 16, "Done when" (first line): "Your own experiment" (docs/your-own-experiment.md, the
+README's section until issue 25 moved it), followed word for word as a reader would (see
+walkthrough), from `fragbench new experiment` and from
 `fragbench import hotpotqa` (on a fixture in HotpotQA's exact format) to a frozen plan, an
 offline series and a loopback series with `max_in_flight > 1`, whose ledger, journal and
 calls.parquet then agree call by call.
 
-Real subprocesses: the README's commands, as a shell runs them. The model is the real openai
+Real subprocesses: the page's commands, as a shell runs them. The model is the real openai
 SDK against a loopback Responses server, which lets no request through until as many calls as
-the README's `max_in_flight` are at the server at once (so a series that sends them one at a
+the page's `max_in_flight` are at the server at once (so a series that sends them one at a
 time cannot pass), and counts how many it answers at once.
 """
 
@@ -21,18 +22,18 @@ from typing import Any
 
 import polars as pl
 import pytest
-from hotpotqa_data import FIXTURE
-from walkthrough import ROOT, blocks, follow
+from support.hotpotqa_data import FIXTURE
+from support.suite import ROOT
+from support.walkthrough import blocks, follow
 
-from fragbench.config import load_experiment
-from fragbench.journal import read_journal
-from fragbench.ledger_stores import ledger_for
+from fragbench.budget.stores import ledger_for
+from fragbench.experiment.config import load_experiment
+from fragbench.series.journal import read_journal
 from fragbench.testing.loopback import Action, Handler, Server, ok
 
 pytestmark = pytest.mark.slow
 
-README = ROOT / "README.md"
-START, STOP = "## Your own experiment", "## A second provider"
+PAGE = ROOT / "docs" / "your-own-experiment.md"
 PATIENCE = 300.0
 """How long the server waits for the calls to be in flight together: a bound on a failure,
 never a timing a passing run must meet."""
@@ -41,9 +42,9 @@ URL = "http://127.0.0.1:8000/v1"
 KEY = "sk-your-key"
 
 
-def readme_in_flight() -> int:
-    """The `max_in_flight` the README's config edit sets."""
-    [edit] = [b for b in blocks(README, START, STOP) if b.edit]
+def page_in_flight() -> int:
+    """The `max_in_flight` the page's config edit sets."""
+    [edit] = [b for b in blocks(PAGE) if b.edit]
     [value] = re.findall(r"^max_in_flight = (\d+)$", edit.text, re.MULTILINE)
     return int(value)
 
@@ -73,17 +74,16 @@ class Together:
                 self.now -= 1
 
 
-def test_the_readme_goes_from_a_new_experiment_and_an_import_to_a_loopback_series(
+def test_the_page_goes_from_a_new_experiment_and_an_import_to_a_loopback_series(
         tmp_path: Path, ledger_store: Path) -> None:
-    in_flight = readme_in_flight()
+    in_flight = page_in_flight()
     assert in_flight > 1
     dataset = tmp_path / DATASET
     dataset.write_text(json.dumps(FIXTURE), encoding="utf-8")
     with Server("responses") as server:
         together = Together(in_flight, ok())
         server.default = together
-        ran = follow(README, tmp_path, replace={DATASET: str(dataset), URL: server.base_url},
-                     start=START, stop=STOP)
+        ran = follow(PAGE, tmp_path, replace={DATASET: str(dataset), URL: server.base_url})
         requests = list(server.requests)
     checkout = tmp_path / "fragbench"
     said = "\n".join(r.stdout for r in ran)

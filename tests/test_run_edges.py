@@ -18,15 +18,15 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, ROOT, error_lines, process_env, refreeze, run_cli
-from loopback import Handler, Server, answer_for, ok
-from test_collect_openai import calls_of, collect
-from test_transport_faults import free_port
+from support.cli import error_lines, process_env, refreeze, run_cli
+from support.series import calls_of, collect, free_port
+from support.suite import CANARY_KEY, ROOT
 
 import fragbench
+from fragbench.calls.interruption import SIGNALS, Interruption, on_signals
 from fragbench.errors import Interrupted
-from fragbench.interruption import SIGNALS, Interruption, on_signals
 from fragbench.run import run
+from fragbench.testing.loopback import Handler, Server, answer_for, ok
 
 pytestmark = pytest.mark.slow
 

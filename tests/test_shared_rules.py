@@ -11,12 +11,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from conftest import error_lines, run_cli
+from support.cli import error_lines, run_cli
 
-from fragbench.config import _Reader, file_name_problem
+from fragbench.budget.ledger import _amount
 from fragbench.errors import EXIT_REFUSED, EXIT_USAGE, ConfigError, SeriesError
-from fragbench.journal import chain, read_journal
-from fragbench.ledger import _amount
+from fragbench.experiment.config import _Reader
+from fragbench.files import file_name_problem
+from fragbench.series.journal import chain, read_journal
 
 IDS = ["demo", "a" * 64, "a" * 65, "team.budget-2026_q1", "../elsewhere", "/abs", "x/y", "",
        ".hidden", "-dash", "é", "a b", "a\nb", "١٢"]

@@ -13,19 +13,10 @@ trials") says what each point proves and which write each would catch out of ord
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import os
 import platform
 import random
 import shutil
-import signal
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -33,14 +24,27 @@ from typing import Any
 import attrs
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, PATIENCE, ROOT, process_env, refreeze, run_cli
-from loopback import Handler, Server, ok
+from support.cli import refreeze, run_cli
+from support.processes import (
+    FLOCK_SYSCALL,
+    Holder,
+    blocked_on_ledger,
+    journal_has,
+    kill,
+    killed_mid_run,
+    launch,
+    ledger_held,
+    wait_event,
+    wait_until,
+)
+from support.suite import CANARY_KEY, ROOT
 
-from fragbench.budget import balance
-from fragbench.config import load_experiment
-from fragbench.journal import read_journal
-from fragbench.ledger import Ledger, ledger_path
+from fragbench.budget.ledger import Ledger, ledger_path
+from fragbench.budget.money import balance
+from fragbench.experiment.config import load_experiment
 from fragbench.redact import Redactor
+from fragbench.series.journal import read_journal
+from fragbench.testing.loopback import Server
 
 pytestmark = pytest.mark.slow
 
@@ -49,110 +53,8 @@ RANDOM_TRIALS = 3
 """Random kills right after an answer left the server: the windows no chosen point can hold
 open (the answer's body journaled but not yet its outcome, a reservation in the ledger but not
 yet in the journal), hit now and then."""
-RANDOM_AMONG = 8
-"""The random kills follow one of the first 8 answers: the windows between two writes are the
-same at every call (a later one only has more settled calls before it, which the chosen points
-show), and a run killed early costs a loaded machine less."""
 Tight = tuple[Path, dict[str, Decimal]]
 """The refrozen experiment and its calls' reservations (`tight`)."""
-FLOCK_SYSCALL = {"x86_64": 73, "aarch64": 32}
-"""flock(2)'s number in /proc/PID/syscall, by machine (Linux's syscall tables)."""
-
-
-class Holder:
-    """A server action: every request answered at once with a valid answer, except request
-    `at` (0-based), held until `release()`. `arrived` is set when it comes in, `answered` once
-    its answer was written (or the client was gone)."""
-
-    def __init__(self, at: int | None, *, hold: bool = True) -> None:
-        self.at = at
-        self.arrived = threading.Event()
-        self.answered = threading.Event()
-        self.gate = threading.Event()
-        if not hold:
-            self.gate.set()
-        self.answer = ok()
-
-    def release(self) -> None:
-        self.gate.set()
-
-    def __call__(self, handler: Handler, number: int, body: dict[str, Any]) -> None:
-        mine = number == self.at
-        if mine:
-            self.arrived.set()
-            self.gate.wait(PATIENCE)
-        try:
-            self.answer(handler, number, body)
-        except OSError:  # the client was killed: expected here
-            handler.close_connection = True
-        finally:
-            if mine:
-                self.answered.set()
-
-
-def launch(experiment: Path, out: Path, server: Server) -> subprocess.Popen[bytes]:
-    """`fragbench run` of the experiment's billed series, as a user starts it."""
-    env = process_env({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
-    return subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
-                             "--out", str(out)], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def wait_until(what: str, condition: Callable[[], bool], proc: subprocess.Popen[bytes]) -> None:
-    """Wait for `condition`, failing with what the process said if it ended first, or after
-    PATIENCE (a bound on a failure, never on a passing run)."""
-    deadline = time.monotonic() + PATIENCE
-    while not condition():
-        if proc.poll() is not None:
-            assert condition(), (f"the run ended before {what}",
-                                 proc.stderr.read().decode() if proc.stderr else "")
-            return
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.02)  # the journal is read back at each look: not too often on a busy CPU
-
-
-def wait_event(what: str, event: threading.Event, proc: subprocess.Popen[bytes]) -> None:
-    wait_until(what, event.is_set, proc)
-
-
-def kill(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(PATIENCE)
-    if proc.stderr is not None:
-        proc.stderr.close()
-
-
-def blocked_on_ledger(proc: subprocess.Popen[bytes]) -> bool:
-    """Whether the process's main thread is inside flock(2): waiting for the ledger's lock,
-    the only file lock a run takes after it started. False where /proc cannot say (another
-    machine or system): the caller then waits for the record the point is about alone."""
-    number = FLOCK_SYSCALL.get(platform.machine())
-    try:
-        fields = Path(f"/proc/{proc.pid}/syscall").read_text(encoding="ascii").split()
-    except OSError:
-        return False
-    return number is not None and bool(fields) and fields[0] == str(number)
-
-
-@contextlib.contextmanager
-def ledger_held(path: Path) -> Iterator[None]:
-    """The budget ledger's lock, taken as another run drawing on the budget takes it."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def journal_has(series_dir: Path, kind: str, seq: int | None = None) -> bool:
-    """Whether the series' journal holds a `kind` record (of call `seq`): read back as
-    `measure` would, a torn last line and all."""
-    path = series_dir / "journal.jsonl"
-    if not path.exists():
-        return False
-    return any(r["type"] == kind and (seq is None or r.get("seq") == seq)
-               for r in read_journal(path))
 
 
 @attrs.frozen
@@ -363,25 +265,6 @@ def test_sigkill_after_the_last_record(tight: Tight, server: Server) -> None:
     assert killed.spent == sum((Decimal(o["counted_usd"]) for o in killed.outcomes.values()),
                                Decimal(0))
     check_recovery(experiment, out, server, killed, reserved)
-
-
-def killed_mid_run(experiment: Path, out: Path, server: Server, rng: random.Random
-                   ) -> tuple[int, Path, list[dict[str, Any]]]:
-    """`fragbench run` in a subprocess, SIGKILLed a random instant (up to 20 ms) after the
-    server wrote the answer to a random one of its first `RANDOM_AMONG` requests: how many
-    requests the server received, the series folder, and its journal read back (readable, torn
-    last line or not)."""
-    holder = Holder(rng.randrange(0, RANDOM_AMONG), hold=False)
-    server.reset()
-    server.default = holder
-    proc = launch(experiment, out, server)
-    wait_event("the chosen answer sent", holder.answered, proc)
-    time.sleep(rng.uniform(0, 0.02))
-    kill(proc)
-    series_dir = out / "protocol-1.0" / "openai"
-    with server.lock:
-        received = len(server.requests)
-    return received, series_dir, read_journal(series_dir / "journal.jsonl")
 
 
 def test_sigkill_at_random_points_after_an_answer(tight: Tight, server: Server) -> None:

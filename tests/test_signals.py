@@ -8,127 +8,24 @@ when the signal reached it, and only then lets the server answer.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import queue
 import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import attrs
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, ROOT, error_lines, process_env, signals_at_default
-from loopback import Action, Handler, Server, answer_for
+from support.cli import error_lines
+from support.processes import Run, journal, start_run, wait_for
+from support.suite import PATIENCE
 
-from fragbench.config import load_experiment
-from fragbench.ledger import Ledger, ledger_path
+from fragbench.budget.ledger import Ledger, ledger_path
+from fragbench.experiment.config import load_experiment
+from fragbench.testing.loopback import Handler, Server, answer_for
 
 pytestmark = pytest.mark.slow
-
-PATIENCE = 300.0
-"""How long a step may take on a loaded machine before the test gives up: a bound on a
-failure, never a timing that a passing run must meet."""
-
-
-def held(gate: threading.Event) -> Action:
-    """A valid answer, sent once the test opens `gate` (or after PATIENCE)."""
-    def act(handler: Handler, number: int, body: dict[str, Any]) -> None:
-        gate.wait(PATIENCE)
-        try:
-            handler.send_json(200, handler.server.shape.body(answer_for(body), number=number,
-                                                             request=body))
-        except OSError:  # the client abandoned the call and exited: expected in those tests
-            handler.close_connection = True
-    return act
-
-
-def wait_for(what: str, condition: Any) -> None:
-    deadline = time.monotonic() + PATIENCE
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.02)
-
-
-class Lines:
-    """A stream's lines, read in a thread as they come, so a test can wait for one."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.seen: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._queue.put(line.rstrip("\n"))
-        self._queue.put(None)
-
-    def wait_for(self, text: str) -> str:
-        deadline = time.monotonic() + PATIENCE
-        for line in self.seen:
-            if text in line:
-                return line
-        while True:
-            left = deadline - time.monotonic()
-            assert left > 0, f"gave up waiting for a line with {text!r}: {self.seen}"
-            try:
-                line = self._queue.get(timeout=left)
-            except queue.Empty:
-                continue
-            assert line is not None, f"the stream ended without {text!r}: {self.seen}"
-            self.seen.append(line)
-            if text in line:
-                return line
-
-    def rest(self) -> list[str]:
-        """Every line, once the stream has ended."""
-        while (line := self._queue.get(timeout=PATIENCE)) is not None:
-            self.seen.append(line)
-        return self.seen
-
-
-@attrs.frozen
-class Run:
-    proc: subprocess.Popen[str]
-    stderr: Lines
-    series_dir: Path
-
-
-def start_run(experiment: Path, server: Server, **popen: Any) -> Run:
-    """A billed run of 72 calls in a subprocess, against `server`."""
-    out = experiment.parent.parent / "outputs"
-    env = process_env({"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
-    env.pop("PYTHONUNBUFFERED", None)  # output buffered, as from a user's shell
-    streams: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-    streams.update(popen)
-    # Signals at their default in the run (conftest.signals_at_default), unless the test sets
-    # them itself (`preexec_fn`: the nohup test).
-    with contextlib.nullcontext() if "preexec_fn" in popen else signals_at_default():
-        proc = subprocess.Popen([sys.executable, "-m", "fragbench", "run", str(experiment),
-                                 "--series", "openai", "--backend", "openai", "--out",
-                                 str(out)], cwd=ROOT, env=env, text=True, **streams)
-    stderr = Lines(proc.stderr) if proc.stderr is not None else None
-    return Run(proc, stderr, out / "protocol-1.0" / "openai")  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def gate(server: Server) -> Iterator[threading.Event]:
-    """Call 2 is held by the server until the test opens the gate."""
-    opened = threading.Event()
-    server.script[1] = held(opened)
-    yield opened
-    opened.set()  # never leave a handler waiting
-
-
-def journal(series_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in
-            (series_dir / "journal.jsonl").read_text(encoding="utf-8").splitlines()]
-
 
 def ledger_calls(experiment: Path, series_dir: Path) -> dict[str, Any]:
     budget = load_experiment(experiment).budget
@@ -237,7 +134,7 @@ def test_an_answer_that_arrived_while_the_process_was_stopped_is_kept(
     call's deadline: the answer is in the socket and is read, not discarded as a timeout
     (issue 14, item 4). The sleep only makes sure the deadline has passed; nothing asserts a
     duration."""
-    from conftest import run_cli
+    from support.cli import run_cli
 
     config = experiment / "config.toml"
     text = config.read_text(encoding="utf-8")

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import ROOT
-from loopback import Server, http_error
-from test_report_compare import loopback_series
+from support.series import loopback_series
+from support.suite import ROOT
 
 from fragbench.schemas import type_name
+from fragbench.testing.loopback import Server, http_error
 
 PAGE = ROOT / "docs" / "tables.md"
 ROW = re.compile(r"^\| `([^`]+)` \| `([^`]+)` \| .+ \|$")

@@ -17,12 +17,13 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from loopback import Server
-from test_signals import PATIENCE, gate, journal, start_run, wait_for
+from support.processes import journal, start_run, wait_for
+from support.suite import PATIENCE
+
+from fragbench.testing.loopback import Server
 
 pytestmark = pytest.mark.slow
 
-__all__ = ["gate"]  # the fixture, imported to be used here
 
 
 def assert_complete(series_dir: Path, server: Server) -> None:
@@ -98,8 +99,8 @@ def test_the_bar_on_a_terminal_that_closed_raises_nothing(monkeypatch: pytest.Mo
                                                           when: str) -> None:
     """The reporter itself, in process, drawing on a pseudo-terminal whose other side is
     closed: every later line is dropped, none raises (rich raises EIO there)."""
-    from fragbench.collect import Progress
-    from fragbench.progress import Reporter
+    from fragbench.calls.collector import Progress
+    from fragbench.cli.progress import Reporter
 
     master, slave = pty.openpty()
     terminal = os.fdopen(slave, "w", encoding="utf-8")

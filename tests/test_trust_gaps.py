@@ -22,13 +22,14 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import CANARY_KEY, PATIENCE, ROOT, error_lines, process_env, refreeze, run_cli
-from loopback import Handler, Server, answer_for, ok, response_body
-from test_collect_openai import calls_of, collect
+from support.cli import error_lines, process_env, refreeze, run_cli
+from support.series import calls_of, collect
+from support.suite import CANARY_KEY, PATIENCE, ROOT
 
-from fragbench.config import load_experiment
-from fragbench.journal import chain
-from fragbench.ledger import Ledger, ledger_path
+from fragbench.budget.ledger import Ledger, ledger_path
+from fragbench.experiment.config import load_experiment
+from fragbench.series.journal import chain
+from fragbench.testing.loopback import Handler, Server, answer_for, ok, response_body
 
 pytestmark = pytest.mark.slow
 
@@ -632,8 +633,9 @@ def test_readme_examples_work_after_the_demo(workspace: Path,
     commands = [line.strip().removeprefix("$(VENV)/bin/fragbench ").split()
                 for line in recipe.splitlines() if "bin/fragbench " in line]
     assert commands, recipe
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Comparing series with Polars")[1].split("\n## ")[0]
+    # The section moved from the README to docs/results.md with issue 25's first screen.
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    section = page.split("## Comparing series with Polars")[1].split("\n## ")[0]
     code = section.split("```python\n")[1].split("```")[0]
     compare = re.search(r"`fragbench (compare [^`]+)`", section)
     assert compare is not None
@@ -642,6 +644,6 @@ def test_readme_examples_work_after_the_demo(workspace: Path,
         done = run_cli(*args)
         assert done.returncode == 0, (args, done.stderr)
     namespace: dict[str, Any] = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/results.md", "exec"), namespace)
     compared = run_cli(*compare.group(1).split())
     assert compared.returncode == 0, compared.stderr

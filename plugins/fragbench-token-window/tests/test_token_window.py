@@ -13,16 +13,17 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import ROOT, run_cli
 from fragbench_token_window import TokenWindow
-from test_report_guard import aggregates
+from support.cli import run_cli
+from support.reports import aggregates
+from support.suite import ROOT
 
-from fragbench.config import load_experiment
-from fragbench.corpus import load_corpus, sentences_frame
+from fragbench.corpus.cases import load_corpus, sentences_frame
 from fragbench.errors import PluginError
-from fragbench.plan import verify
-from fragbench.retrieval import chunk_passages
-from fragbench.spans import coverage_problems
+from fragbench.experiment.config import load_experiment
+from fragbench.experiment.plan import verify
+from fragbench.retrieval.passages import chunk_passages
+from fragbench.retrieval.spans import coverage_problems
 
 EXPERIMENT = ROOT / "experiments" / "protocol-1.0-token-window"
 NBSP, NNBSP = "\u00a0", "\u202f"
