@@ -1,7 +1,7 @@
 """Render the report pages shown in the docs: `make screenshots`.
 
 Builds, in a temporary folder with a ledger store of its own, the two series the browser tests
-read (`tests/browser.py`): the offline demo series (the non-model baseline) and a loopback
+read (`tests/support/browser.py`): the offline demo series (the non-model baseline) and a loopback
 OpenAI series stopped at call 10, whose first answers carry every citation reason. Each
 report.html is opened in the system Chromium with every request blocked, and saved as one PNG:
 the first screen (header, run summary, figures), then a call with its highlighted citations
@@ -25,7 +25,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the browser tests' helpers, and the loopback server
+sys.path.insert(0, str(ROOT / "tests"))  # tests/support: the browser tests' helpers
 
 WIDTH, HEIGHT = 1280, 900
 
@@ -43,7 +43,7 @@ TOP_OF = """sel => {
 def screens(browser: Any, page_file: Path, calls: list[str]) -> list[bytes]:
     """The first screen, then one screen per call ID, scrolled to just below the sticky
     header."""
-    from browser import open_page
+    from support.browser import open_page
 
     shots = []
     with open_page(browser, page_file, viewport=(WIDTH, HEIGHT)) as opened:
@@ -74,8 +74,8 @@ def stack(shots: list[bytes], out: Path) -> None:
 
 def main() -> None:
     import polars as pl
-    from browser import chromium_browser, stopped_series, workspace
-    from conftest import run_cli
+    from support.browser import chromium_browser, stopped_series, workspace
+    from support.cli import run_cli
 
     with tempfile.TemporaryDirectory(prefix="fragbench-screenshots-") as tmp:
         root = Path(tmp)
