@@ -109,8 +109,9 @@ def test_two_runs_on_one_budget_never_cross_the_ceiling(experiment: Path, ledger
                                                         ) -> None:
     """Two real `fragbench run` processes started together, each a whole loopback series, on
     one budget in the server store, with a ceiling that fits one series with less slack than
-    one call's reservation: whichever reserves first runs whole, the other is stopped by the
-    budget rule before its first request (or refused before it starts). Replaying the ledger
+    one call's reservation: one runs whole, the other is stopped by the budget rule (most often
+    before its first request; under load after a call or so, the room an answered call's cost
+    leaves below its reservation), or refused before it starts. Replaying the ledger
     in its order, what is counted plus what is held never exceeds the balance, and every
     request the server saw was reserved first. (Two runs that both checked the balance
     before either reserved would both go on, or collide on the record number and stop as
@@ -151,9 +152,11 @@ def test_two_runs_on_one_budget_never_cross_the_ceiling(experiment: Path, ledger
             counted[key] = Decimal(record["counted_usd"])
         held = sum((counted.get(k, v) for k, v in reserved.items()), Decimal(0))
         assert held <= limit, (record["n"], held, limit)
-    # The counts and both runs' lines, so that a failure says which rule gave way (it failed
-    # once under heavy load without them, and did not again in the runs after).
-    assert len(reserved) == requests == 72, (len(reserved), requests, codes,
+    # Every request was reserved first, and the run that completed sent its 72. Not exactly 72
+    # in all: under load the stopped run can reserve and send a call before the budget rule
+    # stops it (an answered call counts its cost, below its reservation, which frees room), as
+    # seen twice at 73; the ceiling held then too (the replay above is the ceiling's test).
+    assert len(reserved) == requests >= 72, (len(reserved), requests, codes,
                                              [err[-400:] for _, _, err in results])
 
 

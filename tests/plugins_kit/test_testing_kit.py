@@ -514,6 +514,18 @@ class WritesItsKeyInBase64(OpenAIBackend):
         return super().open(params)
 
 
+class WritesItsKeyFolded(OpenAIBackend):
+    """The key written across three lines, as a wrapped log line or a folded header would: each
+    break inside one half, so that neither half stands whole in the file."""
+
+    def open(self, params: dict[str, Any]) -> OpenAISession:
+        key = os.environ.get("OPENAI_API_KEY", "")
+        q = len(key) // 4
+        Path("backend-debug.log").write_text(f"key={key[:q]}\n    {key[q:3 * q]}\n    "
+                                             f"{key[3 * q:]}\n", encoding="utf-8")
+        return super().open(params)
+
+
 class MisreadsTheCache(OpenAIBackend):
     def open(self, params: dict[str, Any]) -> OpenAISession:
         return _Mapped(super().open(params), lambda r: attrs.evolve(
@@ -555,9 +567,10 @@ class _Mapped(OpenAISession):
     (ReusesConnections(), "each call on a connection of its own"),
     (ReadsTheLastKey(), "a body with a repeated key is no response"),
     (WritesItsKeyInBase64(), "no secret written"),
+    (WritesItsKeyFolded(), "no secret written"),
 ], ids=["retries", "follows-redirects", "misreads-the-cache", "writes-its-key",
         "returns-its-key", "reuses-connections", "reads-the-last-key",
-        "writes-its-key-in-base64"])
+        "writes-its-key-in-base64", "writes-its-key-folded"])
 def test_a_broken_backend_fails_the_fault_suite(responses_server: Server, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch,
                                                 backend: Any, promise: str) -> None:
