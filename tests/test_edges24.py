@@ -20,6 +20,9 @@ from support.measure_plugin import Install, cell_cost, installer
 import fragbench
 from fragbench.scaffold.experiment import toml_string
 
+# Over 5 s of tests in all (`make check` leaves it to `make test`: pyproject.toml's markers).
+pytestmark = pytest.mark.slow
+
 
 def stats(folder: Path) -> dict[str, tuple[int, int, bytes]]:
     """Every file below `folder` (links not followed) with its inode, mtime and bytes: a file

@@ -17,6 +17,9 @@ from support.suite import ROOT
 from fragbench.errors import EXIT_STOPPED
 from fragbench.plugins import registry
 
+# Over 5 s of tests in all (`make check` leaves it to `make test`: pyproject.toml's markers).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def series(extractive: Path) -> Path:

@@ -26,6 +26,9 @@ from support.series import (
 from fragbench.budget.ledger import ledger_path
 from fragbench.testing.loopback import Server, redirect, trickle
 
+# Over 5 s of tests in all (`make check` leaves it to `make test`: pyproject.toml's markers).
+pytestmark = pytest.mark.slow
+
 NEVER_SENT = "the request never left this machine and nothing was billed"
 MAY_BE_BILLED = "the server may have received and billed it"
 

@@ -28,6 +28,9 @@ from fragbench.retrieval.collection.engine import retrieve_collection
 from fragbench.retrieval.passages import retrieve
 from fragbench.text import STOPWORDS
 
+# Over 5 s of tests in all (`make check` leaves it to `make test`: pyproject.toml's markers).
+pytestmark = pytest.mark.slow
+
 
 def protocol_collection() -> tuple[pl.DataFrame, pl.DataFrame]:
     """Every (case, lang, variant) passage as a passage of one collection, in a shuffled file

@@ -22,6 +22,9 @@ from fragbench.series.journal import chain
 from fragbench.series.scan import SkippedSeries
 from fragbench.testing.loopback import Server, http_error
 
+# Over 5 s of tests in all (`make check` leaves it to `make test`: pyproject.toml's markers).
+pytestmark = pytest.mark.slow
+
 MONEY = pl.Decimal(38, 18)
 CALL_MONEY = ("cost_usd", "reserved_usd", "counted_usd")
 USAGE_MONEY = ("cost_usd", "counted_usd")
