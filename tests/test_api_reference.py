@@ -67,7 +67,8 @@ def test_each_lazy_name_of_the_kit_is_documented_where_it_is_defined() -> None:
     model cannot see in the package; each is documented in the submodule that defines it, and
     that submodule has a page."""
     modules = hooks.load(documented(), [SRC])
-    for name, where in fragbench.testing._EXPORTS.items():
+    for name, submodule in fragbench.testing._EXPORTS.items():
+        where = f"fragbench.testing.{submodule}"
         assert where in modules, (name, where)
         member = modules[where].members[name]
         assert member.is_public and member.docstring and member.docstring.value.strip(), name

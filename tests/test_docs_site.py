@@ -111,8 +111,9 @@ def test_the_cli_reference_is_the_programs(site: Path) -> None:
 def test_each_lazy_name_of_the_kit_has_its_entry(site: Path) -> None:
     """The kit's names (`from fragbench.testing import check_backend`) each have an entry on the
     page of the submodule that defines them."""
-    for name, where in fragbench.testing._EXPORTS.items():
-        page = site / "reference" / "testing" / f"{where.rpartition('.')[2]}.html"
+    for name, submodule in fragbench.testing._EXPORTS.items():
+        where = f"fragbench.testing.{submodule}"
+        page = site / "reference" / "testing" / f"{submodule}.html"
         assert f"{where}.{name}" in ids(page), (name, where)
 
 

@@ -22,19 +22,19 @@ pytest run, and must not pull in Polars or an SDK there (docs/testing-kit.md).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from fragbench.lazy import reexport
 
 _EXPORTS = {
-    "check_chunker": "fragbench.testing.retrieval_checks",
-    "check_scorer": "fragbench.testing.retrieval_checks",
-    "check_measure": "fragbench.testing.measure_checks",
-    "check_backend": "fragbench.testing.contracts",
-    "default_pricing": "fragbench.testing.contracts",
-    "FAKE_KEY": "fragbench.testing.contracts",
-    "Server": "fragbench.testing.loopback",
-    "API_SHAPES": "fragbench.testing.loopback",
+    "check_chunker": "retrieval_checks",
+    "check_scorer": "retrieval_checks",
+    "check_measure": "measure_checks",
+    "check_backend": "contracts",
+    "default_pricing": "contracts",
+    "FAKE_KEY": "contracts",
+    "Server": "loopback",
+    "API_SHAPES": "loopback",
 }
+"""Each kit name, and the submodule of `fragbench.testing` that defines it."""
 
 _SUBMODULES = ("contracts", "loopback", "measure_checks", "measure_samples", "plugin", "promises",
                "retrieval_checks", "samples")
@@ -43,16 +43,6 @@ _SUBMODULES = ("contracts", "loopback", "measure_checks", "measure_samples", "pl
 
 __all__ = [*sorted(_EXPORTS), *_SUBMODULES]
 
-
-def __getattr__(name: str) -> Any:
-    """Import a kit name's module on first use; the name then stays in this namespace (the
-    API reference reads it there, and a second use costs nothing)."""
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'fragbench.testing' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+# A kit name's module is imported on first use, as every package's border does; the name then
+# stays in this namespace (the API reference reads it there, and a second use costs nothing).
+__getattr__, __dir__ = reexport(__name__, _EXPORTS)
