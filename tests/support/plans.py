@@ -5,8 +5,10 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "23e6fbab786045e3276037526863b0320a5e08c5672f959ed183b6cc590b4769"
-"""experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 25 (the house
+PROTOCOL_PLAN_SHA256 = "037516cfd65e7937b52e5d146767db49126dcf83ad786c3ae82501748f846a0d"
+"""experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
+calls): each report states its experiment's own limits, so protocol 1.0's config names its
+own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house
 by stage): the plan records fragbench's own code (`core`: version, one sha256, each file's
 sha256), and the modules moved into packages by stage, so the built-in plugins' imports (and
 their module files) changed. Refrozen twice in that issue: first with the move, then once

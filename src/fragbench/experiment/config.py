@@ -45,9 +45,14 @@ usage would not fit; above, one hostile body could fill memory and the journal."
 
 TOP_KEYS = ("id", "title", "design_date", "corpus", "languages", "variants", "modes",
             "repetitions", "measures", "default_backend", "max_response_bytes", "retrieval",
-            "sensitivity", "prompts", "backends", "budget")
+            "sensitivity", "prompts", "backends", "budget", "limits")
 """The keys of a config's top level. `title` and `design_date` are for the reader: they are
-frozen with the config's hash, and change nothing else."""
+frozen with the config's hash, and change nothing else. `limits` is the experiment's own list
+of what its results cannot show, stated by every report of its series (frozen in the plan);
+without it a report states `fragbench.report.data.LIMITS`, which hold for any experiment."""
+MAX_LIMITS = 20
+"""At most this many `limits`, each at most MAX_LIMIT_CHARS: a report's list, not a document."""
+MAX_LIMIT_CHARS = 1000
 TABLE_KEYS = {
     "retrieval": ("chunker", "scorer", "chunk_size", "top_k"),
     "sensitivity": ("chunk_sizes", "top_ks"),
@@ -144,6 +149,9 @@ class Experiment:
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
     """The largest response body a call accepts, after decompression: a larger one is a
     technical failure, counted at its reservation (frozen in the plan)."""
+    limits: tuple[str, ...] | None = None
+    """The experiment's own limits (`limits` in config.toml), or None: its reports then state
+    the general ones."""
 
     @property
     def settings(self) -> list[tuple[int, int]]:
@@ -563,4 +571,18 @@ def load_experiment(path: Path) -> Experiment:
         default_backend=default_backend,
         budget=budget,
         max_response_bytes=max_response_bytes,
+        limits=_limits(r),
     )
+
+
+def _limits(r: _Reader) -> tuple[str, ...] | None:
+    """`limits`: a list of sentences, each non-empty and at most MAX_LIMIT_CHARS, at most
+    MAX_LIMITS of them; absent, None."""
+    value = r.get("limits", list, None)
+    if value is None:
+        return None
+    if not value or len(value) > MAX_LIMITS or not all(
+            isinstance(v, str) and v.strip() and len(v) <= MAX_LIMIT_CHARS for v in value):
+        raise r.fail("limits", f"must be a list of 1 to {MAX_LIMITS} sentences, each non-empty "
+                     f"and at most {MAX_LIMIT_CHARS} characters")
+    return tuple(v.strip() for v in value)

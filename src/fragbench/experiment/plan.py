@@ -211,6 +211,8 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
             "schema_name": experiment.schema_name,
             "schema": experiment.schema,
             "max_response_bytes": experiment.max_response_bytes,
+            # Only when the config names its own: a plan frozen without them reads the same.
+            **({"limits": list(experiment.limits)} if experiment.limits is not None else {}),
         },
         "corpus": [{"id": c.id, "path": _rel(c.path, base), "sha256": c.sha256,
                     "license": c.license, "conditions": list(c.conditions),

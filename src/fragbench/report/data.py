@@ -1,7 +1,8 @@
-"""What both reports of a series show, apart from how each page draws it: the limits every
-report states, a table value as both show it (`plain_cell`), each other primary measure's
-section (`measure_sections`: its tables' first SHOWN_ROWS rows, or its own `summary`), and the
-tables measures.json lists (`load_tables`).
+"""What both reports of a series show, apart from how each page draws it: the limits its
+report states (`limits`: the experiment's own, or the general ones) and how it counts
+repetitions (`repetitions_phrase`), a table value as both show it (`plain_cell`), each other
+primary measure's section (`measure_sections`: its tables' first SHOWN_ROWS rows, or its own
+`summary`), and the tables measures.json lists (`load_tables`).
 
 Read by report.md (`fragbench.report.markdown`, which re-exports these names) and report.html
 (`fragbench.report.html`); here, below both, since report.md also writes report.html.
@@ -22,20 +23,49 @@ if TYPE_CHECKING:
     import polars as pl
 
 LIMITS = [
-    "This is a controlled lexical simulation, not a test of Google, of a provider's retrieval "
-    "system or of web citation frequency.",
-    "Results are reported per case, language and mode (and variant); three repetitions do not "
+    "This is a controlled lexical simulation, not a test of a provider's retrieval system or "
+    "of web citation frequency.",
+    "Results are reported per case, language and mode (and variant); a few repetitions do not "
     "estimate stable rates.",
     "A verbatim extract shows that the words are in the supplied evidence; it does not show "
     "that they support the whole answer. There is no overall fidelity score and no semantic "
     "\"error rate\" without an independent reference.",
-    "The corpus is small and authored (corpus 0.2 was written for fragbench, not taken from the "
-    "parent lab); it does not represent the diversity of web pages.",
-    "The historical checker 0.1 is not included; its findings would be a secondary diagnostic, "
-    "not a measure of truth.",
     "Another provider requires a separately recorded, authorized series; its absence is never a "
     "comparison accomplished.",
 ]
+"""What every experiment's results cannot show, stated by a report whose plan names no limits
+of its own (config.toml's `limits`, frozen in the plan: protocol 1.0 names its own)."""
+
+
+def limits(plan: dict[str, Any]) -> list[str]:
+    """The limits a series' report states: its plan's own (`parameters.limits`), else LIMITS.
+    Read from a plan on disk, so each is made a string and anything else is ignored."""
+    own = plan.get("parameters", {}).get("limits") if isinstance(plan, dict) else None
+    if isinstance(own, list) and own and all(isinstance(v, str) for v in own):
+        return list(own)
+    return list(LIMITS)
+
+
+NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+                "ten")
+
+
+def count_words(n: int, noun: str, plural: str | None = None) -> str:
+    """`n noun` in words up to ten ("one repetition", "three repetitions"), digits beyond."""
+    name = noun if n == 1 else plural or f"{noun}s"
+    return f"{NUMBER_WORDS[n] if 0 <= n < len(NUMBER_WORDS) else f'{n:,}'} {name}"
+
+
+def repetitions_phrase(plan: dict[str, Any]) -> str:
+    """How a report says its repetitions are shown: "with the three repetitions as three",
+    or "with one repetition" (nothing to keep apart); empty when the plan does not say."""
+    reps = plan.get("parameters", {}).get("repetitions") if isinstance(plan, dict) else None
+    if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
+        return ""
+    if reps == 1:
+        return "with one repetition"
+    word = count_words(reps, "repetition").split(" ")[0]
+    return f"with the {word} repetitions as {word}"
 
 
 def plain_cell(value: Any) -> str:

@@ -497,7 +497,7 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
     from markupsafe import Markup
 
     from fragbench.redact import Redactor
-    from fragbench.report.data import LIMITS, load_tables, measure_sections
+    from fragbench.report.data import limits, load_tables, measure_sections, repetitions_phrase
     from fragbench.series.folder import FIGURES_DIR, read_json
     from fragbench.series.journal import JOURNAL_FILE, read_journal
 
@@ -559,7 +559,8 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
                      [(r, REASON_WORDS[r]) for r in REASON_WORDS if r in occurring],
                      "reasons", "word")],
         "reasons": [r for r in REASON_WORDS if r in occurring],
-        "limits": LIMITS,
+        "limits": limits(plan),
+        "repetitions": repetitions_phrase(plan),
         "diagnostics": [e for e in manifest if e["kind"] == "diagnostic"],
         "measures": [_measure_view(section) for section in measure_sections(manifest, tables)],
         "not_sent": calls.filter(pl.col("status") == "not_sent").height,

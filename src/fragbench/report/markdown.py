@@ -9,7 +9,8 @@ the series folder.
 
 Everything comes from the series folder's tables; nothing is recomputed differently for the
 report, and nothing is summed into a global score: tables stay split by case, language, mode and
-variant, with the three repetitions shown as three.
+variant, with each repetition shown apart (`report.data.repetitions_phrase` says how many).
+The limits are the experiment's own (config.toml's `limits`), else the general ones.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from fragbench.builtin.citations import FOLDED_LEVEL, REASONS
 from fragbench.files import write_text_atomically
 from fragbench.redact import Redactor, secrets_in_env
 from fragbench.report.data import (  # shared with report.html; tests read them here
-    LIMITS,
     SHOWN_ROWS,
     MeasureSection,
+    limits,
     load_tables,
     measure_sections,
     plain_cell,
+    repetitions_phrase,
     rows_said,
 )
 from fragbench.report.figures import has_cuts, setting_order
@@ -255,9 +257,10 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
         out += [f"> **Non-model baseline.** `{info['backend']}` is an offline reference that "
                 "answers with the supplied sentences sharing a term with the question. Nothing "
                 "here is a model's result.", ""]
-    out += ["Measures, not a verdict: every table is split by case, language, mode and variant; "
-            "the three repetitions are shown as three. Null and adverse results are published "
-            "as they are.", "",
+    reps = repetitions_phrase(plan)
+    out += ["Measures, not a verdict: every table is split by case, language, mode and variant"
+            f"{f', {reps}' if reps else ''}. Null and adverse results are published as they "
+            "are.", "",
             "The evidence call by call (the fragments each call was shown with every extract "
             "highlighted where it is, the answers, each citation's reason, usage and the raw "
             f"responses) is in [{REPORT_HTML}]({REPORT_HTML}), one file that opens offline. "
@@ -305,10 +308,10 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
                     f"{frame.height} rows)",
                     "", markdown_table(frame.head(50)), ""]
     else:
-        out += ["None was run. The historical checker 0.1 is not included here; "
-                "docs/plugins.md says how to plug such a checker in as a diagnostic measure."]
+        out += ["None was run; docs/plugins.md says how to plug a checker in as a diagnostic "
+                "measure."]
 
-    out += ["", "## Limits", ""] + [f"- {line}" for line in LIMITS]
+    out += ["", "## Limits", ""] + [f"- {line}" for line in limits(plan)]
     out += ["", f"Every answer as it came, and every raw response: [{REPORT_HTML}]({REPORT_HTML})."]
     path = series_dir / REPORT_FILE
     write_text_atomically(path, "\n".join(out) + "\n")
