@@ -87,6 +87,7 @@ from fragbench.series.folder import (
     MeasureFailed,
     check_measures,
     derive_tables,
+    journal_records,
     write_json,
     write_parquet,
     write_status,
@@ -490,11 +491,15 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
         journal.close()
     tables_error = None
     citations = None
+    # The journal read once, here, for the tables, both reports and the result.
+    records: list[dict[str, Any]] | None = None
     try:
+        say("reading the journal back")
+        records = journal_records(series_dir)
         say("deriving the tables")
-        tables = derive_tables(series_dir)
+        tables = derive_tables(series_dir, records=records)
         say("writing the report")
-        write_report(series_dir, tables)
+        write_report(series_dir, tables, records)
         citations = citation_counts(tables)
     except OSError as exc:
         tables_error = (f"the tables and report could not be written ({exc.strerror}); free "
@@ -509,8 +514,9 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
                         f"and report could not be derived: fix the measure, then run "
                         f"`fragbench measure {series_dir}`")
         with contextlib.suppress(OSError):  # a full disk too: the line above still says it
-            write_status(series_dir)
-    records = read_journal(series_dir / JOURNAL_FILE)
+            write_status(series_dir, records=records)
+    if records is None:  # the read itself failed (a full disk, an I/O error): once more
+        records = read_journal(series_dir / JOURNAL_FILE)
     nothing = never_sent(records)
     return RunResult(
         series_dir=series_dir, backend=backend, is_model=is_model, label=label,

@@ -534,11 +534,12 @@ def measure(
 ) -> None:
     """Recompute every table and the report of a recorded series. No call is made."""
     from fragbench.report.markdown import write_report
-    from fragbench.series.folder import derive_tables, require_series
+    from fragbench.series.folder import derive_tables, journal_records, require_series
 
     require_series(series_dir)
-    tables = derive_tables(series_dir, tuple(diagnostic or ()))
-    report = write_report(series_dir, tables)
+    records = journal_records(series_dir)  # read once, for the tables and both reports
+    tables = derive_tables(series_dir, tuple(diagnostic or ()), records)
+    report = write_report(series_dir, tables, records)
     from fragbench.report.html import REPORT_HTML
     from fragbench.series.folder import FIGURES_DIR
 

@@ -15,9 +15,12 @@ The limits are the experiment's own (config.toml's `limits`), else the general o
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import hashlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +41,41 @@ from fragbench.report.data import (  # shared with report.html; tests read them 
 )
 from fragbench.report.figures import has_cuts, setting_order
 from fragbench.report.html import REPORT_HTML, write_html_report
-from fragbench.series.folder import FIGURES_DIR, MEASURES_FILE, read_json, series_subfolder
+from fragbench.series.folder import (
+    FIGURES_DIR,
+    MEASURES_FILE,
+    read_json,
+    read_table,
+    series_subfolder,
+)
 from fragbench.series.journal import JOURNAL_FILE, read_journal
 
 REPORT_FILE = "report.md"
+TABLE_ROWS = 200
+"""A per-call or per-case table in report.md shows every row up to this many (protocol 1.0's
+72 calls and 12 passages, whole); beyond, it shows the same counts summed by the experiment's
+groups (language, variant, mode, and the corpus's case groups), then its first TABLE_ROWS rows,
+and names the Parquet table (and report.html) that holds every row. A table of 100,000 rows is
+not read in a Markdown file, and writing one would make the report's cost follow the plan."""
+
+_REPORT_REDACTOR: contextvars.ContextVar[Redactor | None] = contextvars.ContextVar(
+    "report_redactor", default=None)
+
+
+@contextlib.contextmanager
+def _one_redactor() -> Iterator[None]:
+    """While a report is written, every value is redacted by one Redactor of the secrets the
+    environment held when it began (reading the environment for each of 100,000 cells cost
+    more than the report)."""
+    token = _REPORT_REDACTOR.set(_redactor(tuple(secrets_in_env())))
+    try:
+        yield
+    finally:
+        _REPORT_REDACTOR.reset(token)
+
+
+def _current_redactor() -> Redactor:
+    return _REPORT_REDACTOR.get() or _redactor(tuple(secrets_in_env()))
 
 
 # `&` first, so that the entities made for `<` and `>` are not escaped again.
@@ -63,7 +97,7 @@ def markdown_text(text: str) -> str:
     `\\`, `|`, `[` and `]` escaped (no cell split, no link or image), and any run of line
     breaks or control characters as one space (one line). A Markdown viewer shows the text as
     it was. The page is never transformed after it is put together."""
-    text = _redactor(tuple(secrets_in_env())).text(text)
+    text = _current_redactor().text(text)
     for char, entity in _ENTITIES:
         text = text.replace(char, entity)
     for char in "\\|[]":
@@ -75,7 +109,7 @@ def code_span(text: str) -> str:
     """A name (a measure's, a table's) as a Markdown code span where report.md inserts it:
     redacted, on one line, between backtick runs longer than any inside it (CommonMark's
     rule), so no value can close the span early; nothing in a code span is markup."""
-    text = _BREAKS.sub(" ", _redactor(tuple(secrets_in_env())).text(text))
+    text = _BREAKS.sub(" ", _current_redactor().text(text))
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
@@ -107,10 +141,19 @@ def _measure_section(section: MeasureSection) -> list[str]:
     return out[:-1]
 
 
+def call_times(records: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The first and last call's time (its reservation, its outcome), or None."""
+    first = next((r["at"] for r in records if r.get("type") in ("reserve", "outcome")
+                  and r.get("at")), None)
+    last = next((r["at"] for r in reversed(records) if r.get("type") in ("reserve", "outcome")
+                 and r.get("at")), None)
+    return (str(first), str(last)) if first is not None and last is not None else None
+
+
 def _run_section(series_dir: Path, info: dict[str, Any], status: dict[str, Any],
-                 plan: dict[str, Any], calls: pl.DataFrame) -> list[str]:
-    records = read_journal(series_dir / JOURNAL_FILE)
-    times = [r["at"] for r in records if r.get("type") in ("reserve", "outcome")]
+                 plan: dict[str, Any], calls: pl.DataFrame,
+                 records: list[dict[str, Any]]) -> list[str]:
+    times = call_times(records)
     models = sorted({m for m in calls["model"].to_list() if m})
     statuses = calls.group_by("status").len().sort("status")
     plan_hash = hashlib.sha256((series_dir / "plan.json").read_bytes()).hexdigest()
@@ -122,7 +165,7 @@ def _run_section(series_dir: Path, info: dict[str, Any], status: dict[str, Any],
         ("endpoint", info["endpoint"]),
         ("frozen plan (experiment.json) sha256", f"`{plan_hash}`"),
         ("model as returned", ", ".join(models) or "—"),
-        ("first and last call", f"{times[0]} → {times[-1]}" if times else "no call"),
+        ("first and last call", f"{times[0]} → {times[1]}" if times else "no call"),
         ("calls", f"{calls.height} planned; " + ", ".join(
             f"{s} {n}" for s, n in statuses.iter_rows())),
         ("series spend", f"{status['spent_usd']} USD (known costs, plus whole reservations "
@@ -178,7 +221,7 @@ def availability_matrix(availability: pl.DataFrame) -> pl.DataFrame:
 
 
 def _citations_section(tables: dict[str, pl.DataFrame], calls: pl.DataFrame,
-                       not_sent: int) -> list[str]:
+                       not_sent: int, groups: pl.DataFrame | None = None) -> list[str]:
     """Per sent call: how many citations, how many hold word for word, and why each other one
     does not (exact level), with the typographic level beside it, never merged."""
     per_call = (tables["citations_per_call"]
@@ -202,12 +245,17 @@ def _citations_section(tables: dict[str, pl.DataFrame], calls: pl.DataFrame,
             f"({FOLDED_LEVEL}). Each extract highlighted in the fragment that holds it: "
             f"[{REPORT_HTML}]({REPORT_HTML}).", "",
             f"![Citation outcomes per call]({FIGURES_DIR}/citations.png)", "",
-            markdown_table(exact.select(
-                "call_id", "parsed", "n_citations", "n_valid", "n_invalid", *REASONS,
-                "n_valid_folded", "conditions_cited_validly", "supplied_conditions_not_cited"))]
+            *capped_table(exact, "calls sent", "citations_per_call.parquet", groups,
+                          ["parsed", "n_citations", "n_valid", "n_invalid", *REASONS,
+                           "n_valid_folded"],
+                          first=exact.select(
+                              "call_id", "parsed", "n_citations", "n_valid", "n_invalid",
+                              *REASONS, "n_valid_folded", "conditions_cited_validly",
+                              "supplied_conditions_not_cited"))]
 
 
-def _stops_section(completeness: pl.DataFrame, calls: pl.DataFrame, not_sent: int) -> list[str]:
+def _stops_section(completeness: pl.DataFrame, calls: pl.DataFrame, not_sent: int,
+                   groups: pl.DataFrame | None = None) -> list[str]:
     """Only the calls that did not simply complete with a parsed answer: a stop, a failure, an
     interruption, a refusal, an answer cut short or not parsed. Calls never sent are counted in
     one line (report.html lists each)."""
@@ -223,9 +271,10 @@ def _stops_section(completeness: pl.DataFrame, calls: pl.DataFrame, not_sent: in
     if rows.height:
         out += ["Every call sent that did not complete with a parsed answer, or where the "
                 "series stopped; each is shown in full in the HTML report.", "",
-                markdown_table(rows.select(
-                    "call_id", "status", "stop_reason", "answered", "parsed", "parse_error",
-                    "refused", "incomplete_reason", "error"))]
+                *capped_table(rows, "calls", "completeness.parquet", groups, [],
+                              first=rows.select(
+                                  "call_id", "status", "stop_reason", "answered", "parsed",
+                                  "parse_error", "refused", "incomplete_reason", "error"))]
     else:
         out.append("Every call sent completed with a parsed answer: no stop, failure, refusal, "
                    "answer cut short or unparsed.")
@@ -234,10 +283,24 @@ def _stops_section(completeness: pl.DataFrame, calls: pl.DataFrame, not_sent: in
     return out
 
 
-def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None) -> Path:
+def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
+                 records: list[dict[str, Any]] | None = None) -> Path:
     """Write report.md, what a reader reads (what was run, availability, citations per call,
     stops and errors, usage, limits), its figures, and report.html beside it: the evidence
-    call by call (fragments, highlighted extracts, answers, raw responses)."""
+    call by call (fragments, highlighted extracts, answers, raw responses).
+
+    `tables` are the tables `measure` and `run` just derived (else read from the folder) and
+    `records` the journal they were derived from (else read once here), so that a command
+    reads the journal once."""
+    if records is None:
+        journal = series_dir / JOURNAL_FILE
+        records = read_journal(journal) if journal.exists() else []
+    with _one_redactor():
+        return _write_report(series_dir, tables, records)
+
+
+def _write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None,
+                  records: list[dict[str, Any]]) -> Path:
     from fragbench.report.figures import availability_heatmap, citation_outcomes
 
     info = read_json(series_dir / "series.json")
@@ -247,6 +310,8 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
     # The tables `measure` and `run` just derived, or the recorded ones, read once for both
     # pages.
     tables = load_tables(series_dir) if tables is None else tables
+    groups = (read_table(series_dir, "cases", "cases.parquet")
+              if (series_dir / "cases.parquet").is_file() else None)
     calls = tables["calls"]
     not_sent = calls.filter(pl.col("status") == "not_sent").height
     figures = series_subfolder(series_dir, FIGURES_DIR)  # a link there is refused
@@ -266,7 +331,7 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
             f"responses) is in [{REPORT_HTML}]({REPORT_HTML}), one file that opens offline. "
             "Every table is in this folder (`calls.parquet`, `citations.parquet`, "
             "`availability.parquet`, …), documented in fragbench's `docs/tables.md`.", ""]
-    out += _run_section(series_dir, info, status, plan, calls)
+    out += _run_section(series_dir, info, status, plan, calls, records)
 
     if "availability" in tables:
         availability_heatmap(tables["availability"], figures / "availability", info)
@@ -279,20 +344,23 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
                 "its chunk size in its own unit), every setting published together; the calls "
                 "use the main setting. Each cell: condition IDs supplied whole / the case's "
                 f"condition IDs, by exact ID.{cuts} No generation, no cost.", "",
-                f"![Condition IDs supplied per setting]({FIGURES_DIR}/availability.png)", "",
-                markdown_table(availability_matrix(tables["availability"]))]
+                f"![Condition IDs supplied per setting]({FIGURES_DIR}/availability.png)", ""]
+        out += _availability_tables(tables["availability"], groups)
     if "citations" in tables:
         citation_outcomes(tables["citations"], tables["citations_per_call"], calls,
                           figures / "citations", info)
-        out += _citations_section(tables, calls, not_sent)
+        out += _citations_section(tables, calls, not_sent, groups)
     if "completeness" in tables:
-        out += _stops_section(tables["completeness"], calls, not_sent)
+        out += _stops_section(tables["completeness"], calls, not_sent, groups)
     if "usage" in tables:
         out += ["", "## Usage and cost per cell", "",
                 "Token sums over the calls with a known usage; `counted_usd` is what the budget "
                 "counts (unknown costs at their whole reservation). Each call's own usage and "
-                f"cost: [{REPORT_HTML}]({REPORT_HTML}).", "",
-                markdown_table(tables["usage"])]
+                f"cost: [{REPORT_HTML}]({REPORT_HTML}).", ""]
+        usage = tables["usage"]
+        out += capped_table(usage, "cells", "usage.parquet", groups,
+                            [c for c, t in usage.schema.items()
+                             if t.is_numeric() and c not in ("rep",)])
 
     for section in measure_sections(manifest, tables):
         out += _measure_section(section)
@@ -317,3 +385,74 @@ def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None
     write_text_atomically(path, "\n".join(out) + "\n")
     write_html_report(series_dir, tables)
     return path
+
+
+GROUP_KEYS = ("lang", "variant", "mode")
+"""The experiment's own groups a large table is summed by, when its rows carry them."""
+
+
+def _with_groups(frame: pl.DataFrame, groups: pl.DataFrame | None) -> tuple[pl.DataFrame,
+                                                                            list[str]]:
+    """`frame` with the corpus's case groups joined on `case` (when both have it), and the
+    keys to sum it by: the case groups, then language, variant and mode (those it has)."""
+    keys: list[str] = []
+    if groups is not None and "case" in frame.columns and "case" in groups.columns:
+        extra = [c for c in groups.columns if c != "case" and c not in frame.columns]
+        if extra:
+            frame = frame.join(groups.select("case", *extra), on="case", how="left",
+                               maintain_order="left")
+            keys += extra
+    keys += [k for k in GROUP_KEYS if k in frame.columns]
+    return frame, keys
+
+
+def capped_table(frame: pl.DataFrame, what: str, parquet: str, groups: pl.DataFrame | None,
+                 sums: list[str], first: pl.DataFrame | None = None) -> list[str]:
+    # Decimal money sums stay exact (Polars sums decimals as decimals); booleans sum as counts.
+    """A table whole when it has at most TABLE_ROWS rows; beyond, its `sums` columns summed
+    (and its rows counted) by the experiment's groups (`_with_groups`), then its first
+    TABLE_ROWS rows (of `first` when given: the same rows shown another way), naming
+    `parquet`, the table that holds every row."""
+    shown = frame if first is None else first
+    if frame.height <= TABLE_ROWS:
+        return [markdown_table(shown)]
+    joined, keys = _with_groups(frame, groups)
+    summed = (joined.group_by(keys).agg(pl.len().alias(what.replace(" ", "_")),
+                                        *(pl.col(c).sum() for c in sums))
+              .sort(keys) if keys else None)
+    out = [f"{frame.height:,} {what}: too many to read one by one here. "]
+    if summed is not None:
+        out[0] += (f"Their counts summed by {', '.join(keys)} (how many {what}, then each "
+                   "count's sum over them; a sum of counts, not a score):")
+        out += ["", markdown_table(summed), ""]
+    out += [f"The first {TABLE_ROWS} of the {frame.height:,}; every row is in `{parquet}` in "
+            f"this folder, and every call in [{REPORT_HTML}]({REPORT_HTML}).", "",
+            markdown_table(shown.head(TABLE_ROWS))]
+    return out
+
+
+def _availability_tables(availability: pl.DataFrame, groups: pl.DataFrame | None
+                         ) -> list[str]:
+    """The sensitivity matrix, one row per passage, whole up to TABLE_ROWS passages; beyond,
+    the condition IDs supplied whole summed per setting by the experiment's groups, then the
+    matrix's first rows."""
+    matrix = availability_matrix(availability)
+    if matrix.height <= TABLE_ROWS:
+        return [markdown_table(matrix)]
+    per_setting = availability.with_columns(
+        pl.when(pl.col("mode") == "full").then(pl.lit("full"))
+        .otherwise(pl.format("{}/{}", "chunk_size", "top_k")).alias("setting"))
+    joined, keys = _with_groups(per_setting.drop("mode"), groups)
+    keys = [*keys, "setting"]
+    summed = (joined.group_by(keys)
+              .agg(pl.len().alias("passages"),
+                   pl.col("n_conditions_supplied").sum().alias("conditions_supplied_whole"),
+                   pl.col("n_conditions").sum().alias("conditions"))
+              .sort(keys))
+    return [f"{matrix.height:,} passages (case, language, variant): too many to read one by "
+            f"one here. The condition IDs supplied whole, summed per setting by "
+            f"{', '.join(keys[:-1])}: passages, condition IDs supplied whole, condition IDs in "
+            "all (a sum of counts, not a score):", "", markdown_table(summed), "",
+            f"The first {TABLE_ROWS} passages; every passage and setting is in "
+            "`availability.parquet` in this folder.", "",
+            markdown_table(matrix.head(TABLE_ROWS))]

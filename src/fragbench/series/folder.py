@@ -401,26 +401,38 @@ def write_status(series_dir: Path, info: dict[str, Any] | None = None,
     write_json({**info, **series_state(records)}, series_dir / "status.json")
 
 
-def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = ()
-                  ) -> dict[str, pl.DataFrame]:
+def journal_records(series_dir: Path) -> list[dict[str, Any]]:
+    """The series' journal read and checked once (`read_journal`, against the plan's calls;
+    a stripped chain refused: `refuse_stripped_chain`), for every table and page a command
+    derives from it; [] when it has none."""
+    require_series(series_dir)
+    journal = series_dir / JOURNAL_FILE
+    if not journal.exists():
+        return []
+    plan = read_json(series_dir / "plan.json")
+    refuse_stripped_chain(series_dir, read_json(series_dir / "series.json"))
+    return read_journal(journal, {c["id"]: c["seq"] for c in plan["schedule"]})
+
+
+def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = (),
+                  records: list[dict[str, Any]] | None = None) -> dict[str, pl.DataFrame]:
     """Rebuild calls.parquet and every measure's tables from what the series recorded.
 
     Primary measures' tables go in the series folder; diagnostic measures' tables in
     `diagnostics/`, never beside them. `measures.json` lists which table came from which
     measure, of which kind. `extra_diagnostics` adds diagnostic measures that the frozen plan
     did not name (a diagnostic never changes what was collected, so it needs no new plan).
-    Every measure's tables are computed and checked before any file is written.
+    Every measure's tables are computed and checked before any file is written. `records`:
+    the journal as `journal_records` read it, when the caller already holds it (the command
+    reads it once); else read here.
     """
     require_series(series_dir)
     for name in WRITTEN_FOLDERS:  # measure writes both (the report, after it): none a link
         refuse_linked_folder(series_dir, name)
+    if records is None:
+        records = journal_records(series_dir)
     plan = read_json(series_dir / "plan.json")
     info = read_json(series_dir / "series.json")
-    journal = series_dir / JOURNAL_FILE
-    plan_calls = {c["id"]: c["seq"] for c in plan["schedule"]}
-    if journal.exists():
-        refuse_stripped_chain(series_dir, info)
-    records = read_journal(journal, plan_calls) if journal.exists() else []
     facts = read_table(series_dir, "facts", "facts.parquet")
     retrieval = read_table(series_dir, "retrieval", "retrieval.parquet")
     calls = calls_table(plan, info, records, facts)
