@@ -186,57 +186,87 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
     Unicode (`fragbench.series.journal.valid_text`: an old or hand-written journal, or an answer
     whose JSON escapes a lone surrogate, never breaks the table), and a token count a
     64-bit column cannot hold (a hostile server's) is null, its raw body keeping it."""
-    reserves = {r["call_id"]: r for r in records if r.get("type") == "reserve"}
-    received = {r["call_id"]: r for r in records if r.get("type") == "received"}
-    outcomes = {r["call_id"]: r for r in records if r.get("type") == "outcome"}
-    stops = {r["call_id"]: r for r in records if r.get("type") == "stop"}
-    rows = []
-    for planned in plan["schedule"]:
-        cid = planned["id"]
-        out = outcomes.get(cid, {})
-        res = reserves.get(cid)
-        arrived = received.get(cid, {})
-        stop = stops.get(cid, {})
-        usage = {k: v if isinstance(v, int) and -INT64_MAX <= v <= INT64_MAX else None
-                 for k, v in (out.get("usage") or {}).items()}
-        status = out.get("status") if out else "interrupted" if res else "not_sent"
-        raw = out.get("raw") if out.get("raw") is not None else arrived.get("raw")
-        where = f"{JOURNAL_FILE}, call {cid}"
-        reserved = money(res["reserved_usd"], f"{where}, reserved_usd") if res else None
-        known = money(out.get("cost_usd"), f"{where}, cost_usd")
-        recorded = out.get("counted_usd", out.get("cost_usd"))
-        counted = money(recorded, f"{where}, counted_usd") if recorded is not None else reserved
-        parsed = parse_answer(out.get("text")) if out else None
-        rows.append({
-            "call_id": cid, "seq": planned["seq"], "case": planned["case"],
-            "lang": planned["lang"], "variant": planned["variant"], "mode": planned["mode"],
-            "rep": planned["rep"], "backend": info["backend"], "is_model": info["is_model"],
-            "status": status, "stop_reason": stop.get("reason"), "stop_detail": stop.get("detail"),
-            "failure": out.get("failure"),
-            "http_status": out.get("http_status") if out else arrived.get("http_status"),
-            "error": out.get("error"), "model": out.get("model"),
-            "service_tier": out.get("service_tier"), "request_id": out.get("request_id"),
-            "input_tokens": usage.get("input_tokens"), "cached_tokens": usage.get("cached_tokens"),
-            "cache_write_tokens": usage.get("cache_write_tokens"),
-            "output_tokens": usage.get("output_tokens"),
-            "reasoning_tokens": usage.get("reasoning_tokens"),
-            "cost_usd": known, "cost_unknown": out.get("cost_unknown"),
-            "reserved_usd": reserved, "counted_usd": counted,
-            "supplied_ids": planned["supplied_ids"],
-            "supplied_texts": planned.get("supplied_texts"),
-            "request_sha256": planned["request_sha256"],
-            "parsed": parsed.parsed if parsed else None,
-            "parse_error": parsed.error if parsed else None,
-            "answer": parsed.answer if parsed else None,
-            "citations": parsed.citations if parsed else None,
-            "refusal": out.get("refusal"), "incomplete_reason": out.get("incomplete_reason"),
-            "text": out.get("text"), "raw_response": raw,
-            "redacted": bool(out.get("redacted") or arrived.get("redacted"))
-            if out or arrived else None,
-        })
-        rows[-1] = valid_unicode(rows[-1])
-    table = pl.DataFrame(rows, schema={k: dtype for k, (dtype, _) in CALLS_SCHEMA.items()})
+    by_type: dict[str, dict[str, dict[str, Any]]] = {
+        t: {} for t in ("reserve", "received", "outcome", "stop")}
+    for r in records:  # the last record of a kind for a call wins, as it always has
+        kind = by_type.get(r.get("type"))  # type: ignore[arg-type]
+        if kind is not None:
+            kind[r["call_id"]] = r
+    reserves, received = by_type["reserve"], by_type["received"]
+    outcomes, stops = by_type["outcome"], by_type["stop"]
+    planned = {entry["id"] for entry in plan["schedule"]}
+    touched = (reserves.keys() | received.keys() | outcomes.keys() | stops.keys()) & planned
+    # Python work only for the calls the journal names (sent, or where the series stopped):
+    # a planned call never sent is a row of the plan's columns and nulls, whatever the plan's
+    # size, so the table's cost follows the calls sent.
+    rows = [_recorded_row(cid, outcomes.get(cid), reserves.get(cid), received.get(cid, {}),
+                          stops.get(cid, {})) for cid in touched]
+    recorded_schema = {k: CALLS_SCHEMA[k][0] for k in RECORDED_COLUMNS}
+    recorded = pl.DataFrame(rows, schema={"call_id": pl.String, **recorded_schema})
+    table = (_planned_frame(plan["schedule"])
+             .join(recorded, on="call_id", how="left", maintain_order="left")
+             .with_columns(pl.col("status").fill_null("not_sent"),
+                           pl.lit(info["backend"], pl.String).alias("backend"),
+                           pl.lit(info["is_model"], pl.Boolean).alias("is_model"))
+             .select(pl.col(k).cast(dtype) for k, (dtype, _) in CALLS_SCHEMA.items()))
     return table if facts is None else _sentences_where_unlisted(table, facts)
+
+
+PLANNED_COLUMNS = ("call_id", "seq", "case", "lang", "variant", "mode", "rep",
+                   "supplied_ids", "supplied_texts", "request_sha256")
+"""The calls table's columns taken from the plan's schedule, for every planned call."""
+RECORDED_COLUMNS = tuple(k for k in CALLS_SCHEMA
+                         if k not in PLANNED_COLUMNS and k not in ("backend", "is_model"))
+"""Its columns taken from the journal, for the calls it names (null for the others)."""
+
+
+def _planned_frame(schedule: list[dict[str, Any]]) -> pl.DataFrame:
+    """The schedule's columns as a frame (`supplied_texts` only where a span chunker's plan
+    lists them). The plan's strings are valid Unicode: a series' plan.json is read through
+    `read_json`, and a frozen plan is written by fragbench from TOML and Parquet, which cannot
+    hold a lone surrogate."""
+    fields = {"call_id": "id", **{k: k for k in PLANNED_COLUMNS if k != "call_id"}}
+    return pl.DataFrame(
+        {column: [entry.get(key) for entry in schedule] for column, key in fields.items()},
+        schema={k: CALLS_SCHEMA[k][0] for k in PLANNED_COLUMNS})
+
+
+def _recorded_row(cid: str, outcome: dict[str, Any] | None, res: dict[str, Any] | None,
+                  arrived: dict[str, Any], stop: dict[str, Any]) -> dict[str, Any]:
+    """One call's columns from its journal records, each string made valid Unicode."""
+    out = outcome or {}
+    usage = {k: v if isinstance(v, int) and -INT64_MAX <= v <= INT64_MAX else None
+             for k, v in (out.get("usage") or {}).items()}
+    status = out.get("status") if out else "interrupted" if res else None
+    raw = out.get("raw") if out.get("raw") is not None else arrived.get("raw")
+    where = f"{JOURNAL_FILE}, call {cid}"
+    reserved = money(res["reserved_usd"], f"{where}, reserved_usd") if res else None
+    known = money(out.get("cost_usd"), f"{where}, cost_usd")
+    recorded = out.get("counted_usd", out.get("cost_usd"))
+    counted = money(recorded, f"{where}, counted_usd") if recorded is not None else reserved
+    parsed = parse_answer(out.get("text")) if out else None
+    return valid_unicode({
+        "call_id": cid, "status": status,
+        "stop_reason": stop.get("reason"), "stop_detail": stop.get("detail"),
+        "failure": out.get("failure"),
+        "http_status": out.get("http_status") if out else arrived.get("http_status"),
+        "error": out.get("error"), "model": out.get("model"),
+        "service_tier": out.get("service_tier"), "request_id": out.get("request_id"),
+        "input_tokens": usage.get("input_tokens"), "cached_tokens": usage.get("cached_tokens"),
+        "cache_write_tokens": usage.get("cache_write_tokens"),
+        "output_tokens": usage.get("output_tokens"),
+        "reasoning_tokens": usage.get("reasoning_tokens"),
+        "cost_usd": known, "cost_unknown": out.get("cost_unknown"),
+        "reserved_usd": reserved, "counted_usd": counted,
+        "parsed": parsed.parsed if parsed else None,
+        "parse_error": parsed.error if parsed else None,
+        "answer": parsed.answer if parsed else None,
+        "citations": parsed.citations if parsed else None,
+        "refusal": out.get("refusal"), "incomplete_reason": out.get("incomplete_reason"),
+        "text": out.get("text"), "raw_response": raw,
+        "redacted": bool(out.get("redacted") or arrived.get("redacted"))
+        if out or arrived else None,
+    })
 
 
 def _sentences_where_unlisted(calls: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
