@@ -472,10 +472,10 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
                                "experiment": experiment.id, "backend": backend,
                                FORMAT_FIELD: CHAINED})
                 left = balance(budget, ledger.spent())
-                records = ledger.records
+                held = ledger.records
             say(f"billed run: backend {backend} ({label}) at {endpoint}{route}; budget "
                 f"{budget.id}: balance {usd(left)} USD of ceiling {usd(budget.ceiling_usd)} "
-                f"(ledger {ledger.where}, {records} records, in the store {ledger.store}); "
+                f"(ledger {ledger.where}, {held} records, in the store {ledger.store}); "
                 f"the {len(calls)} planned calls reserve {usd(total)} USD")
         else:
             say(f"collecting {len(calls)} calls with backend {backend} ({label}, "

@@ -546,14 +546,16 @@ def measure(
     figures = series_dir / FIGURES_DIR
     drawn = " and the figures" if figures.is_dir() and any(figures.iterdir()) else ""
     say(f"{len(tables)} tables, {report.name}, {REPORT_HTML}{drawn} rebuilt in {series_dir}")
-    _say_chain_note(series_dir)
+    _say_chain_note(series_dir, records)
 
 
-def _say_chain_note(series_dir: Path) -> None:
-    """A journal written before the chain is read, and said to be unchecked for edits."""
+def _say_chain_note(series_dir: Path, records: list[dict[str, Any]]) -> None:
+    """A journal written before the chain is read, and said to be unchecked for edits (its
+    records say whether; the file is opened again only to word the note)."""
+    from fragbench.series.folder import unchained
     from fragbench.series.journal import JOURNAL_FILE, chain_note
 
-    note = chain_note(series_dir / JOURNAL_FILE)
+    note = chain_note(series_dir / JOURNAL_FILE) if unchained(records) else None
     if note is not None:
         say(note)
 
@@ -564,11 +566,13 @@ def report(series_dir: Annotated[Path, typer.Argument(help="A recorded series fo
     """Write report.md, report.html (the evidence, call by call) and the figures of a series."""
     from fragbench.report.html import REPORT_HTML
     from fragbench.report.markdown import write_report
-    from fragbench.series.folder import require_series
+    from fragbench.series.folder import journal_records, require_series
 
     require_series(series_dir)
-    say(f"report written to {write_report(series_dir)} and {series_dir / REPORT_HTML}")
-    _say_chain_note(series_dir)
+    records = journal_records(series_dir)  # read once, for both reports
+    say(f"report written to {write_report(series_dir, records=records)} and "
+        f"{series_dir / REPORT_HTML}")
+    _say_chain_note(series_dir, records)
 
 
 @app.command()

@@ -24,6 +24,7 @@ from fragbench.files import write_atomically, write_synced
 from fragbench.interfaces import MeasureInput
 from fragbench.series.answers import parse_answer
 from fragbench.series.journal import (
+    CHAIN_FIELDS,
     FORMAT_FIELD,
     JOURNAL_FILE,
     chain_note,
@@ -245,7 +246,7 @@ def _recorded_row(cid: str, outcome: dict[str, Any] | None, res: dict[str, Any] 
     recorded = out.get("counted_usd", out.get("cost_usd"))
     counted = money(recorded, f"{where}, counted_usd") if recorded is not None else reserved
     parsed = parse_answer(out.get("text")) if out else None
-    return valid_unicode({
+    row: dict[str, Any] = valid_unicode({
         "call_id": cid, "status": status,
         "stop_reason": stop.get("reason"), "stop_detail": stop.get("detail"),
         "failure": out.get("failure"),
@@ -267,6 +268,7 @@ def _recorded_row(cid: str, outcome: dict[str, Any] | None, res: dict[str, Any] 
         "redacted": bool(out.get("redacted") or arrived.get("redacted"))
         if out or arrived else None,
     })
+    return row
 
 
 def _sentences_where_unlisted(calls: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
@@ -440,8 +442,23 @@ def journal_records(series_dir: Path) -> list[dict[str, Any]]:
     if not journal.exists():
         return []
     plan = read_json(series_dir / "plan.json")
-    refuse_stripped_chain(series_dir, read_json(series_dir / "series.json"))
-    return read_journal(journal, {c["id"]: c["seq"] for c in plan["schedule"]})
+    info = read_json(series_dir / "series.json")
+    # Read first, so that the file is opened once; a journal refused, or read but carrying no
+    # chain, is then asked whether its chain was stripped (that refusal says more).
+    try:
+        records = read_journal(journal, {c["id"]: c["seq"] for c in plan["schedule"]})
+    except SeriesError:
+        refuse_stripped_chain(series_dir, info)
+        raise
+    if unchained(records):
+        refuse_stripped_chain(series_dir, info)
+    return records
+
+
+def unchained(records: list[dict[str, Any]]) -> bool:
+    """Whether a journal read back predates the chain: its first record carries none of the
+    chain's fields (`read_journal` refuses one that mixes both)."""
+    return bool(records) and not any(field in records[0] for field in CHAIN_FIELDS)
 
 
 def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = (),
