@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "4aa2be0161bb82430fb16ed33207ed3488300869859c40a5d2fd0459beb2d397"
+PROTOCOL_PLAN_SHA256 = "8e3841ec23f7a1461d3aa85199bdb64fd6006b03c86ad554ee368d080fc4d99f"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

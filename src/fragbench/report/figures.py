@@ -9,6 +9,13 @@ In the SVG, each call's marks carry its call ID (`id="price-en-A-retrieval-r1.va
 reason, or `.never-sent`, `.no-answer`, `.not-parsed` for a call with no count to draw): a
 reader of the SVG, or a test, finds any call's bar without reading pixels.
 
+Size: a figure is drawn per case only up to what a person can read (READABLE_ROWS heatmap rows,
+READABLE_PANELS citation panels); beyond, the same figure sums its counts by the experiment's
+groups (the corpus's case groups, then language and variant; a grouping with more rows than
+readable is dropped for the next coarser one, down to a single row) and says how many passages
+or calls each row or bar holds. The per-case numbers are then in report.md's tables and the
+Parquet files. So a figure's size, and its drawing time, do not grow with the calls.
+
 Speed (`fragbench report` must stay well under a second, and matplotlib's import alone is
 about 0.3 s): each figure is drawn once per format on a bare Figure and the Agg canvas (no
 pyplot); the layout is set in inches, with no layout engine and no `bbox_inches="tight"` (each
@@ -54,6 +61,8 @@ MODES = ("retrieval", "full")
 OUTLINE = "#e66101"  # the cells the calls used: visible on light and dark greens alike
 USED = "cells the calls used"  # the outlines' label (not drawn; for readers of the Figure)
 DPI = 110  # the PNG's
+READABLE_ROWS = 48  # heatmap rows (case · language · variant) drawn one per passage, at most
+READABLE_PANELS = 24  # citation panels (case x language) drawn one per case, at most
 PAD, LINE, TITLE_SIZE = 0.08, 0.2, 10  # inches; the banner's line height; its font size
 RC = {
     "figure.autolayout": False,
@@ -141,20 +150,89 @@ def _title_height(info: dict[str, Any], note: str | None = None) -> float:
     return PAD + len(banner(info, "", note).split("\n")) * LINE
 
 
-def availability_heatmap(availability: pl.DataFrame, stem: Path, info: dict[str, Any]
-                         ) -> list[Path]:
+def grouped_keys(frame: pl.DataFrame, groups: pl.DataFrame | None, after: tuple[str, ...],
+                 limit: int) -> tuple[pl.DataFrame, list[str]]:
+    """`frame` with the corpus's case groups joined on `case`, and the keys to sum it by: the
+    case groups then `after` (those `frame` has); while they make more than `limit`
+    combinations, the case groups are dropped, then the keys of `after` from the first, down
+    to none (one row for everything)."""
+    keys: list[str] = []
+    if groups is not None and "case" in groups.columns:
+        extra = [c for c in groups.columns if c != "case" and c not in frame.columns]
+        if extra:
+            frame = frame.join(groups.select("case", *extra), on="case", how="left",
+                               maintain_order="left")
+            keys = extra
+    rest = [k for k in after if k in frame.columns]
+    for candidate in ([*keys, *rest], *(rest[i:] for i in range(len(rest) + 1))):
+        if not candidate or frame.select(candidate).n_unique() <= limit:
+            return frame, candidate
+    return frame, []  # not reached: the empty candidate always fits
+
+
+def _key_label(row: dict[str, Any], keys: list[str]) -> str:
+    """A summed row's name: its keys' values (a missing group value as `—`)."""
+    return " · ".join("—" if row[k] is None else str(row[k]) for k in keys) or "all"
+
+
+def figure_words(tables: dict[str, pl.DataFrame]) -> dict[str, str]:
+    """Each figure's name in words, for its caption and alternative text: per passage, per
+    call, or summed by group (beyond a readable size)."""
+    words = {"availability": "Condition IDs supplied per setting",
+             "citations": "Citation outcomes per call"}
+    if "availability" in tables and not passages_readable(tables["availability"]):
+        words["availability"] += ", summed by group"
+    if "citations_per_call" in tables and not calls_readable(tables["citations_per_call"]):
+        words["citations"] = "Citation outcomes summed by group"
+    return words
+
+
+def passages_readable(availability: pl.DataFrame) -> bool:
+    """Whether the heatmap draws one row per passage (case, language, variant)."""
+    return availability.select("case", "lang", "variant").n_unique() <= READABLE_ROWS
+
+
+def availability_heatmap(availability: pl.DataFrame, stem: Path, info: dict[str, Any],
+                         groups: pl.DataFrame | None = None) -> list[Path]:
     """Draw `draw_availability` and write it as `stem`.png and `stem`.svg."""
     with drawing():
-        return _save(draw_availability(availability, info), stem)
+        return _save(draw_availability(availability, info, groups), stem)
 
 
-def draw_availability(availability: pl.DataFrame, info: dict[str, Any]) -> Any:
+def _availability_rows(table: pl.DataFrame, groups: pl.DataFrame | None
+                       ) -> tuple[pl.DataFrame, str | None]:
+    """One row per passage and setting (`passage` naming it) while the passages are readable;
+    beyond, the counts summed by the experiment's groups, each row named with its keys and
+    how many passages it sums; and the keys' words (None per passage)."""
+    columns = ("passage", "setting", "n_conditions_supplied", "n_conditions",
+               "n_conditions_cut", "main_setting")
+    if passages_readable(table):
+        return table.with_columns(
+            pl.format("{} {} {}", "case", "lang", "variant").alias("passage")
+        ).select(columns), None
+    joined, keys = grouped_keys(table, groups, ("lang", "variant"), READABLE_ROWS)
+    summed = (joined.group_by(*keys, "setting", maintain_order=True)
+              .agg(pl.len().alias("passages"),
+                   *(pl.col(c).sum() for c in columns[2:5]), pl.col("main_setting").any()))
+    if keys:
+        summed = summed.sort(keys, maintain_order=True, nulls_last=True)
+    names = [f"{_key_label(r, keys)} ({r['passages']:,} passages)"
+             for r in summed.select(*keys, "passages").to_dicts()]
+    return (summed.with_columns(pl.Series("passage", names)).select(columns),
+            ", ".join(keys) or "all passages together")
+
+
+def draw_availability(availability: pl.DataFrame, info: dict[str, Any],
+                      groups: pl.DataFrame | None = None) -> Any:
     """Case x language x variant against every retrieval setting (and the full passage): how
     many of the case's condition IDs were supplied whole, each cell labelled n/total; the cells
     the calls used (the main setting, the full passage) are outlined, and the main setting's
     column is named `(main)` in bold. Where a span chunker supplied conditions only cut, the
     cell says so under its label (`+c cut`) and is hatched; its colour still counts whole
-    conditions only. Returns the Figure (call inside `drawing()` for the saved look)."""
+    conditions only. Beyond READABLE_ROWS passages, one row per group of the experiment's
+    (`grouped_keys`: the corpus's `groups`, language, variant), its cells the sums over its
+    passages, its name saying how many. Returns the Figure (call inside `drawing()` for the
+    saved look)."""
     from matplotlib.patches import Rectangle
 
     cuts = has_cuts(availability)
@@ -163,14 +241,11 @@ def draw_availability(availability: pl.DataFrame, info: dict[str, Any]) -> Any:
 
     table = availability.with_columns(
         pl.when(pl.col("mode") == "full").then(pl.lit("full"))
-        .otherwise(pl.format("size {} · top {}", "chunk_size", "top_k")).alias("setting"),
-        pl.format("{} {} {}", "case", "lang", "variant").alias("passage"),
-    )
+        .otherwise(pl.format("size {} · top {}", "chunk_size", "top_k")).alias("setting"))
     settings = setting_order(table)
-    passages = table["passage"].unique(maintain_order=True).to_list()
-    rows = {(r["passage"], r["setting"]): r for r in
-            table.select("passage", "setting", "n_conditions_supplied", "n_conditions",
-                         "n_conditions_cut", "main_setting").to_dicts()}
+    shown, summed_by = _availability_rows(table, groups)
+    passages = shown["passage"].unique(maintain_order=True).to_list()
+    rows = {(r["passage"], r["setting"]): r for r in shown.to_dicts()}
     main = {r["setting"] for r in rows.values() if r["main_setting"] and r["setting"] != "full"}
     grid = [[rows[(p, s)]["n_conditions_supplied"] / max(rows[(p, s)]["n_conditions"], 1)
              for s in settings] for p in passages]
@@ -182,12 +257,17 @@ def draw_availability(availability: pl.DataFrame, info: dict[str, Any]) -> Any:
         caption = ("n/N: condition IDs supplied whole / the case's condition IDs (exact ID) · "
                    "+c cut, hatched: c more only cut (a fragment) · outlined: what the calls "
                    "were given")
+    if summed_by is not None:
+        caption = (f"each row sums its passages (by {summed_by}; every passage is in "
+                   "availability.parquet) · " + caption.replace("the case's", "their cases'"))
     row_h = 0.42 if cuts else 0.3  # inches per row: two lines of label in a cell with cuts
     what = "Condition IDs supplied before the model"
     # Inches: the banner, the cells, then two lines of tick labels and the caption; the grid
     # is centred when the caption or the banner is the widest line.
     labels_w = _width(max(passages, key=len), 9) + 0.15
-    cell_w = max(1.15, max(_width(t, 9) for t in ticks) + 0.1)
+    widest = max(len(f"{r['n_conditions_supplied']:,}/{r['n_conditions']:,}")
+                 for r in rows.values())
+    cell_w = max(1.15, max(_width(t, 9) for t in ticks) + 0.1, _width("0" * widest, 9) + 0.2)
     grid_w = labels_w + cell_w * len(settings) + 0.15
     top, bottom = _title_height(info) + 0.1, 0.75
     width = max(grid_w, _width(caption, 8) + 0.3,
@@ -206,9 +286,9 @@ def draw_availability(availability: pl.DataFrame, info: dict[str, Any]) -> Any:
     for i, p in enumerate(passages):
         for j, s in enumerate(settings):
             row = rows[(p, s)]
-            label = f"{row['n_conditions_supplied']}/{row['n_conditions']}"
+            label = f"{row['n_conditions_supplied']:,}/{row['n_conditions']:,}"
             if row["n_conditions_cut"]:
-                label += f"\n+{row['n_conditions_cut']} cut"
+                label += f"\n+{row['n_conditions_cut']:,} cut"
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
                                        edgecolor="#8c6d31", linewidth=0))
             ax.text(j, i, label, ha="center", va="center",
@@ -277,11 +357,145 @@ def state_note(calls: pl.DataFrame) -> str | None:
     return note + (f", {interrupted} interrupted (outcome never recorded)" if interrupted else "")
 
 
+def calls_readable(per_call: pl.DataFrame) -> bool:
+    """Whether the citation figure draws one bar per call (a panel per case and language)."""
+    return per_call.select("case", "lang").n_unique() <= READABLE_PANELS
+
+
 def citation_outcomes(citations: pl.DataFrame, per_call: pl.DataFrame, calls: pl.DataFrame,
-                      stem: Path, info: dict[str, Any]) -> list[Path]:
-    """Draw `draw_citation_outcomes` and write it as `stem`.png and `stem`.svg."""
+                      stem: Path, info: dict[str, Any], groups: pl.DataFrame | None = None
+                      ) -> list[Path]:
+    """Draw `draw_citation_outcomes` (or, beyond READABLE_PANELS panels,
+    `draw_citation_totals`) and write it as `stem`.png and `stem`.svg."""
     with drawing():
-        return _save(draw_citation_outcomes(citations, per_call, calls, info), stem)
+        fig = (draw_citation_outcomes(citations, per_call, calls, info)
+               if calls_readable(per_call)
+               else draw_citation_totals(citations, per_call, calls, info, groups))
+        return _save(fig, stem)
+
+
+def _call_totals(citations: pl.DataFrame, per_call: pl.DataFrame, calls: pl.DataFrame,
+                 groups: pl.DataFrame | None) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """Per group of the experiment's (panels) and mode x variant: how many calls are planned,
+    parsed, never sent, sent with no answer and answered but not parsed, and the citations of
+    the parsed ones per exact-level reason, summed; the panels' keys; the reasons that occur."""
+    counts = (citations.group_by("call_id", "reason").len()
+              .pivot(on="reason", index="call_id", values="len"))
+    reasons = [r for r in REASON_COLORS if r in counts.columns]
+    marks = (per_call.select("call_id", "case", "lang", "mode", "variant", "parsed")
+             .join(calls.select("call_id", "status"), on="call_id", how="left")
+             .join(counts.select("call_id", *reasons), on="call_id", how="left"))
+    joined, keys = grouped_keys(marks, groups, ("lang",), READABLE_PANELS)
+    parsed = pl.col("parsed").fill_null(False)
+    never = pl.col("status") == "not_sent"
+    answered = pl.col("status").is_in(list(ANSWERED))
+    totals = (joined.group_by(*keys, "mode", "variant")
+              .agg(pl.len().alias("planned"), parsed.sum().alias("parsed"),
+                   never.sum().alias("never sent"),
+                   (~parsed & ~never & ~answered).sum().alias("sent, no answer"),
+                   (~parsed & answered).sum().alias("answered, not parsed"),
+                   *(pl.col(r).filter(parsed).sum() for r in reasons))
+              .sort(*keys, "mode", "variant", nulls_last=True))
+    return totals, keys, reasons
+
+
+def draw_citation_totals(citations: pl.DataFrame, per_call: pl.DataFrame,
+                         calls: pl.DataFrame, info: dict[str, Any],
+                         groups: pl.DataFrame | None = None) -> Any:
+    """The citation figure beyond READABLE_PANELS case x language panels: one panel per group
+    of the experiment's (`grouped_keys`: the corpus's `groups`, then language), in each one
+    bar per mode x variant, its citations summed over the calls with a parsed answer and
+    stacked by exact-level reason (counts, never a rate); above each bar, how many calls it
+    holds and how many have a parsed answer, then each kind of call with nothing to count
+    (never sent, sent with no answer, answered but not parsed) that occurs, so that none is
+    drawn as zero. Each bar's SVG id is `total-PANEL-MODE-VARIANT.REASON`. Returns the Figure
+    (call inside `drawing()` for the saved look)."""
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
+    totals, keys, reasons = _call_totals(citations, per_call, calls, groups)
+    rows = totals.to_dicts()
+    panels = list(dict.fromkeys(_key_label(r, keys) for r in rows))
+    bars = list(dict.fromkeys((r["mode"], r["variant"]) for r in rows))
+    bars.sort(key=lambda g: (MODES.index(g[0]) if g[0] in MODES else len(MODES), g[1]))
+    most = max([sum(r[x] or 0 for x in reasons) for r in rows] + [1])
+    columns = min(len(panels), 3)
+    lines = 2 + max([sum(1 for k in SLOTS if r[k]) for r in rows] + [0])
+    what = "Citation outcomes summed by group (exact level)"
+    note = state_note(calls)
+    caption = (f"{per_call.height:,} calls, too many to draw one by one: summed by "
+               f"{', '.join(keys) or 'all calls together'}; above each bar its calls, "
+               "those parsed, and those with nothing to count; every call's counts are in "
+               "citations_per_call.parquet")
+    panel_w = max(3.2, 0.9 * len(bars) + 0.4)
+    panel_h, gap_w, gap_h = 1.6 + 0.14 * lines, 0.3, 0.5
+    left, right, foot = 0.85, 0.15, 0.75
+    top = _title_height(info, note) + 0.55
+    grid_rows = -(-len(panels) // columns)
+    grid_w = panel_w * columns + gap_w * (columns - 1)
+    grid_h = panel_h * grid_rows + gap_h * (grid_rows - 1)
+    width = max(left + grid_w + right, _width(caption, 8) + 0.3,
+                _width(banner(info, what, note), TITLE_SIZE) + 0.3)
+    height = top + grid_h + foot
+    headroom = 1 + 0.16 * lines  # the labels above the tallest bar
+    ticks = [int(n) for n in MaxNLocator(integer=True, nbins=4).tick_values(0, most)
+             if 0 <= n <= most]
+    fig = _figure(width, height)
+    side = (width - grid_w) / 2
+    axes = fig.subplots(grid_rows, columns, sharex=True, sharey=True, squeeze=False,
+                        gridspec_kw={"left": side / width, "right": 1 - side / width,
+                                     "top": 1 - top / height, "bottom": foot / height,
+                                     "wspace": gap_w / panel_w, "hspace": gap_h / panel_h})
+    by_panel: dict[str, list[dict[str, Any]]] = {p: [] for p in panels}
+    for r in rows:
+        by_panel[_key_label(r, keys)].append(r)
+    for k, ax in enumerate(ax for row in axes for ax in row):
+        ax.set_axis_off()
+        if k >= len(panels):
+            continue
+        panel = panels[k]
+        mine = {(r["mode"], r["variant"]): r for r in by_panel[panel]}
+        ax.hlines(ticks[1:], -0.6, len(bars) - 0.4, colors="#d9d9d9", linewidth=0.6, zorder=0)
+        ax.hlines([0], -0.6, len(bars) - 0.4, colors="black", linewidth=0.8, zorder=3,
+                  clip_on=False)
+        for x, g in enumerate(bars):
+            r = mine.get(g)
+            if r is None:
+                continue
+            bottom = 0
+            for reason in reasons:
+                n = r[reason] or 0
+                (bar,) = ax.bar(x, n, bottom=bottom, width=0.7, color=REASON_COLORS[reason],
+                                linewidth=0)
+                bar.set_gid(f"total-{k}-{g[0]}-{g[1]}.{reason}")
+                bottom += n
+            said = [f"{r['planned']:,} calls", f"{r['parsed']:,} parsed"]
+            for kind in SLOTS:
+                if r[kind]:
+                    said.append(f"{r[kind]:,} {kind}")
+            ax.text(x, bottom + most * 0.03, "\n".join(said), ha="center", va="bottom",
+                    fontsize=7, linespacing=1.15, label="calls")
+        ax.set_title(panel, fontsize=9, pad=5, y=1.0)
+        if k % columns == 0:
+            for n in ticks:
+                ax.text(-0.02, n, f"{n:,}", transform=ax.get_yaxis_transform(), ha="right",
+                        va="center", label="count")
+        if k + columns >= len(panels):
+            for x, g in enumerate(bars):
+                ax.text(x, -0.04, "\n".join(g), transform=ax.get_xaxis_transform(),
+                        ha="center", va="top", label="group")
+    axes[0][0].set_ylim(0, most * headroom)
+    axes[0][0].set_xlim(-0.6, len(bars) - 0.4)
+    handles = [Patch(color=REASON_COLORS[r], label=r) for r in reasons]
+    if handles:
+        fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8,
+                   frameon=False, handlelength=1.6, columnspacing=1.4, borderaxespad=0,
+                   bbox_to_anchor=(0.5, 1 - (_title_height(info, note) + 0.05) / height))
+    fig.text(0.12 / width, (foot + grid_h / 2) / height, "citations, summed (count)",
+             rotation=90, ha="left", va="center")
+    fig.text(0.5, PAD / height, caption, ha="center", va="bottom", fontsize=8)
+    _title(fig, info, what, note)
+    return fig
 
 
 def draw_citation_outcomes(citations: pl.DataFrame, per_call: pl.DataFrame,

@@ -227,6 +227,24 @@ def memoized(redact: Redact) -> Callable[[Any], Any]:
     return red
 
 
+UNSENT_LISTED = 200
+"""Calls never sent that the page lists one by one (the first, in the plan's order), each with
+what it would have been shown; beyond, they are counted on the page, and every one is in
+calls.parquet. So a page's size and cost follow the calls sent: a series stopped after 8
+calls of 100,000 planned costs what 208 calls cost, not 100,000."""
+
+
+def listed_calls(calls: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The calls the page lists (every call sent, and the first UNSENT_LISTED never sent),
+    in the plan's order, and how many never sent are left out."""
+    import polars as pl
+
+    never = pl.col("status") == "not_sent"
+    ordered = calls.sort("seq")
+    listed = ordered.filter(~never | (never.cum_sum() <= UNSENT_LISTED))
+    return listed, ordered.height - listed.height
+
+
 def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
                groups: dict[str, dict[str, str]], redact: Redact) -> dict[str, Any]:
     """The calls as the page's data island: every value redacted here, one value at a time
@@ -309,10 +327,11 @@ def _island(data: Any) -> str:
 
 
 def _groups(series_dir: Path, tables: dict[str, pl.DataFrame]
-            ) -> tuple[list[str], dict[str, dict[str, str]], list[str]]:
+            ) -> tuple[list[str], pl.DataFrame | None, list[str]]:
     """The series' case groups (cases.parquet: `case`, then one String column per group), as
-    (group keys in the table's order, case -> key -> value, columns left out); none when the
-    series has no such table. A value left null is shown as an empty group value.
+    (group keys in the table's order, a frame of `case` and those keys as strings, columns
+    left out); none when the series has no such table. A value left null is shown as an
+    empty group value.
 
     A column whose name breaks the corpus's group-key rule (`[a-z][a-z0-9_]*`,
     corpus_columnar.GROUP_KEY) is left out, and the page names it: fragbench never records
@@ -325,12 +344,24 @@ def _groups(series_dir: Path, tables: dict[str, pl.DataFrame]
     cases = tables.get("cases")
     if cases is None and (series_dir / "cases.parquet").is_file():
         cases = read_table(series_dir, "cases", "cases.parquet")  # one line if damaged
+    import polars as pl
+
     if cases is None or "case" not in cases.columns:
-        return [], {}, []
+        return [], None, []
     keys = [c for c in cases.columns if c != "case" and GROUP_KEY.fullmatch(c)]
     skipped = [c for c in cases.columns if c != "case" and c not in keys]
-    return keys, {row["case"]: {k: "" if row[k] is None else str(row[k]) for k in keys}
-                  for row in cases.select("case", *keys).to_dicts()}, skipped
+    return keys, cases.select(pl.col("case").cast(pl.String),
+                              *(pl.col(k).cast(pl.String).fill_null("") for k in keys)), skipped
+
+
+def _listed_groups(frame: pl.DataFrame | None, keys: list[str], listed: pl.DataFrame
+                   ) -> dict[str, dict[str, str]]:
+    """case -> group key -> value, for the cases of the calls the page lists only (a plan of
+    100,000 calls holds tens of thousands of cases; the page's data names those it shows)."""
+    if frame is None:
+        return {}
+    shown = frame.join(listed.select("case").unique(), on="case", how="semi")
+    return {row["case"]: {k: row[k] for k in keys} for row in shown.to_dicts()}
 
 
 SUMMARY_COUNTS = (("calls", "planned"), ("sent", "sent"), ("answered", "answered"),
@@ -340,7 +371,7 @@ SUMMARY_COUNTS = (("calls", "planned"), ("sent", "sent"), ("answered", "answered
 
 
 def _summary(calls: pl.DataFrame, citations: pl.DataFrame | None, keys: list[str],
-             groups: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+             groups: pl.DataFrame | None) -> list[dict[str, Any]]:
     """Counts per value of each group key (when the series has groups), then per mode,
     language and variant: planned, sent, answered (completed or incomplete), parsed, and the
     citations by reason at the exact level (valid, other). Counts only, no score."""
@@ -356,11 +387,11 @@ def _summary(calls: pl.DataFrame, citations: pl.DataFrame | None, keys: list[str
     else:
         per_call = per_call.with_columns(pl.lit(0).alias("citations"), pl.lit(0).alias("valid"))
     per_call = per_call.with_columns(pl.col("citations", "valid").fill_null(0))
-    for key in keys:
-        mapping = {case: values[key] for case, values in groups.items()}
-        per_call = per_call.with_columns(
-            pl.col("case").replace_strict(mapping, default="", return_dtype=pl.String)
-            .alias(f"group:{key}"))
+    if groups is not None and keys:
+        named = groups.select("case", *(pl.col(k).alias(f"group:{k}") for k in keys))
+        per_call = (per_call.join(named.unique("case"), on="case", how="left",
+                                  maintain_order="left")
+                    .with_columns(pl.col(f"group:{k}").fill_null("") for k in keys))
     tables = []
     for column, label in [*((f"group:{k}", f"group {k}") for k in keys),
                           ("mode", "mode"), ("lang", "language"), ("variant", "variant")]:
@@ -384,31 +415,41 @@ def _availability(availability: pl.DataFrame) -> dict[str, Any]:
     """The sensitivity matrix: settings (chunk size / top-k, then the full passage) as columns,
     one row per case x language x variant (the first AVAILABILITY_SHOWN of them); each cell
     the record of that passage and setting; and per setting, totals over every passage
-    (conditions supplied whole / conditions, passages with all of them supplied)."""
-    rows = availability.to_dicts()
-    settings: list[tuple[Any, Any]] = sorted(
-        {(r["chunk_size"], r["top_k"]) for r in rows if r["mode"] == "retrieval"})
-    main = {(r["chunk_size"], r["top_k"]) for r in rows
-            if r["mode"] == "retrieval" and r["main_setting"]}
-    columns = [{"key": s, "label": f"{s[0]}/{s[1]}", "main": s in main} for s in settings]
-    columns.append({"key": (None, None), "label": "full passage", "main": False})
+    (conditions supplied whole / conditions, passages with all of them supplied). The totals
+    are whole-column sums and only the rows shown become Python records, so that the matrix
+    of a large plan costs its columns, not a loop over its passages."""
+    import polars as pl
+
+    retrieval = pl.col("mode") == "retrieval"
+    keyed = availability.with_columns(
+        pl.when(retrieval).then(pl.col("chunk_size")).alias("_size"),
+        pl.when(retrieval).then(pl.col("top_k")).alias("_top"))
+    per_setting = (keyed.group_by("_size", "_top")
+                   .agg(pl.col("main_setting").any().alias("main"),
+                        pl.col("n_conditions_supplied").sum().alias("supplied"),
+                        pl.col("n_conditions").sum().alias("conditions"),
+                        (pl.col("n_conditions_supplied") == pl.col("n_conditions")).sum()
+                        .alias("whole"), pl.len().alias("passages"))
+                   .sort("_size", "_top", nulls_last=True))
+    columns = [{"key": (r["_size"], r["_top"]),
+                "label": "full passage" if r["_size"] is None else f"{r['_size']}/{r['_top']}",
+                "main": r["_size"] is not None and r["main"]} for r in per_setting.to_dicts()]
+    if not any(c["key"] == (None, None) for c in columns):
+        columns.append({"key": (None, None), "label": "full passage", "main": False})
+    totals = [{k: r[k] for k in ("supplied", "conditions", "whole", "passages")}
+              for r in per_setting.to_dicts()]
+    if len(totals) < len(columns):
+        totals.append({"supplied": 0, "conditions": 0, "whole": 0, "passages": 0})
+    passages = keyed.select("case", "lang", "variant").unique()
+    shown = passages.sort("case", "lang", "variant").head(AVAILABILITY_SHOWN)
     cells: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for r in rows:
-        key = (r["chunk_size"], r["top_k"]) if r["mode"] == "retrieval" else (None, None)
-        cells[(r["case"], r["lang"], r["variant"], *key)] = {
+    for r in keyed.join(shown, on=["case", "lang", "variant"], how="semi").to_dicts():
+        size, top = r.pop("_size"), r.pop("_top")
+        cells[(r["case"], r["lang"], r["variant"], size, top)] = {
             **r, "conditions_cut": r.get("conditions_cut") or []}
-    passages = sorted({(r["case"], r["lang"], r["variant"]) for r in rows})
-    totals = []
-    for c in columns:
-        held = [cell for p in passages if (cell := cells.get((*p, *c["key"]))) is not None]
-        totals.append({"supplied": sum(x["n_conditions_supplied"] for x in held),
-                       "conditions": sum(x["n_conditions"] for x in held),
-                       "whole": sum(x["n_conditions_supplied"] == x["n_conditions"]
-                                    for x in held),
-                       "passages": len(held)})
-    return {"columns": columns, "passages": len(passages), "totals": totals,
+    return {"columns": columns, "passages": passages.height, "totals": totals,
             "rows": [{"passage": p, "cells": [cells.get((*p, *c["key"])) for c in columns]}
-                     for p in passages[:AVAILABILITY_SHOWN]]}
+                     for p in shown.rows()]}
 
 
 def _measure_view(section: Any) -> dict[str, Any]:
@@ -423,6 +464,12 @@ def _measure_view(section: Any) -> dict[str, Any]:
                        "columns": shown.frame.columns,
                        "rows": [[plain_cell(v) for v in row] for row in shown.frame.iter_rows()]}
                       for shown in section.parts]}
+
+
+def _figure_words(tables: dict[str, pl.DataFrame]) -> dict[str, str]:
+    from fragbench.report.figures import figure_words  # matplotlib is not imported by it
+
+    return figure_words(tables)
 
 
 def _figure(path: Path) -> str | None:
@@ -490,9 +537,10 @@ def environment(redact: Redact) -> jinja2.Environment:
 
 
 def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
-           redact: Redact | None = None) -> str:
-    """The page's text, from the series folder's tables (or those given, already loaded);
-    each value redacted by `redact` (by default a `Redactor` of the environment's secrets)."""
+           redact: Redact | None = None, records: list[dict[str, Any]] | None = None) -> str:
+    """The page's text, from the series folder's tables (or those given, already loaded) and
+    its journal's `records` (else read here); each value redacted by `redact` (by default a
+    `Redactor` of the environment's secrets)."""
     import polars as pl
     from markupsafe import Markup
 
@@ -510,11 +558,15 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
         tables = load_tables(series_dir)
     calls = tables["calls"]
     citations = tables.get("citations")
-    journal = series_dir / JOURNAL_FILE
-    times = [r["at"] for r in (read_journal(journal) if journal.exists() else [])
+    if records is None:
+        journal = series_dir / JOURNAL_FILE
+        records = read_journal(journal) if journal.exists() else []
+    times = [r["at"] for r in records
              if r.get("type") in ("reserve", "outcome") and r.get("at")]
-    keys, groups, skipped_groups = _groups(series_dir, tables)
-    data = _call_data(calls, citations, groups, redact)
+    keys, group_frame, skipped_groups = _groups(series_dir, tables)
+    listed, unlisted = listed_calls(calls)
+    groups = _listed_groups(group_frame, keys, listed)
+    data = _call_data(listed, citations, groups, redact)
     data["reasons"] = {r: [REASON_WORDS[r], REASON_HELP[r], REASON_SYMBOLS[r]]
                        for r in REASON_WORDS}
     manifest = read_json(series_dir / "measures.json")
@@ -539,19 +591,20 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
         "page_size": PAGE_SIZE,
         "group_keys": keys,
         "skipped_groups": skipped_groups,
-        "summary": _summary(calls, citations, keys, groups),
+        "summary": _summary(calls, citations, keys, group_frame),
         "summary_counts": SUMMARY_COUNTS,
         "availability": (_availability(tables["availability"])
                          if "availability" in tables else None),
         "availability_shown": AVAILABILITY_SHOWN,
         "figures": {name: _figure(figures / f"{name}.png")
                     for name in ("availability", "citations")},
+        "figure_words": _figure_words(tables),
         # (key, label, options, field of a call in the island, match): the select is
         # filter-KEY; the URL state names it KEY.
-        "filters": [("case", "case", _options(calls, "case"), "case", "exact"),
-                    ("lang", "language", _options(calls, "lang"), "lang", "exact"),
-                    ("variant", "variant", _options(calls, "variant"), "variant", "exact"),
-                    ("mode", "mode", _options(calls, "mode"), "mode", "exact"),
+        "filters": [("case", "case", _options(listed, "case"), "case", "exact"),
+                    ("lang", "language", _options(listed, "lang"), "lang", "exact"),
+                    ("variant", "variant", _options(listed, "variant"), "variant", "exact"),
+                    ("mode", "mode", _options(listed, "mode"), "mode", "exact"),
                     *((f"group-{k}", f"group {k}",
                        sorted({v[k] for v in groups.values()}), f"group:{k}", "exact")
                       for k in keys),
@@ -564,16 +617,19 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
         "diagnostics": [e for e in manifest if e["kind"] == "diagnostic"],
         "measures": [_measure_view(section) for section in measure_sections(manifest, tables)],
         "not_sent": calls.filter(pl.col("status") == "not_sent").height,
+        "unlisted": unlisted,
+        "unsent_listed": UNSENT_LISTED,
     }
     return environment(redact).get_template("report.html.j2").render(context)
 
 
 def write_html_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
-                      redact: Redact | None = None) -> Path:
+                      redact: Redact | None = None,
+                      records: list[dict[str, Any]] | None = None) -> Path:
     """Write report.html beside report.md (`render`); written beside, then renamed into place,
     so that a failed write leaves the old page, never half of one."""
     from fragbench.files import write_text_atomically
 
     path = series_dir / REPORT_HTML
-    write_text_atomically(path, render(series_dir, tables, redact))
+    write_text_atomically(path, render(series_dir, tables, redact, records))
     return path

@@ -39,7 +39,7 @@ from fragbench.report.data import (  # shared with report.html; tests read them 
     repetitions_phrase,
     rows_said,
 )
-from fragbench.report.figures import has_cuts, setting_order
+from fragbench.report.figures import figure_words, has_cuts, setting_order
 from fragbench.report.html import REPORT_HTML, write_html_report
 from fragbench.series.folder import (
     FIGURES_DIR,
@@ -244,7 +244,7 @@ def _citations_section(tables: dict[str, pl.DataFrame], calls: pl.DataFrame,
             f"reported beside and never merged: it folds only typographic variants "
             f"({FOLDED_LEVEL}). Each extract highlighted in the fragment that holds it: "
             f"[{REPORT_HTML}]({REPORT_HTML}).", "",
-            f"![Citation outcomes per call]({FIGURES_DIR}/citations.png)", "",
+            f"![{figure_words(tables)['citations']}]({FIGURES_DIR}/citations.png)", "",
             *capped_table(exact, "calls sent", "citations_per_call.parquet", groups,
                           ["parsed", "n_citations", "n_valid", "n_invalid", *REASONS,
                            "n_valid_folded"],
@@ -334,7 +334,7 @@ def _write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None,
     out += _run_section(series_dir, info, status, plan, calls, records)
 
     if "availability" in tables:
-        availability_heatmap(tables["availability"], figures / "availability", info)
+        availability_heatmap(tables["availability"], figures / "availability", info, groups)
         retrieval = plan["parameters"]["retrieval"]
         cuts = (" A span chunker cuts sentences: `cut c: IDs` follows when c more condition "
                 "IDs were supplied only cut (part of the sentence, a fragment under its ID), "
@@ -344,11 +344,12 @@ def _write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None,
                 "its chunk size in its own unit), every setting published together; the calls "
                 "use the main setting. Each cell: condition IDs supplied whole / the case's "
                 f"condition IDs, by exact ID.{cuts} No generation, no cost.", "",
-                f"![Condition IDs supplied per setting]({FIGURES_DIR}/availability.png)", ""]
+                f"![{figure_words(tables)['availability']}]({FIGURES_DIR}/availability.png)",
+                ""]
         out += _availability_tables(tables["availability"], groups)
     if "citations" in tables:
         citation_outcomes(tables["citations"], tables["citations_per_call"], calls,
-                          figures / "citations", info)
+                          figures / "citations", info, groups)
         out += _citations_section(tables, calls, not_sent, groups)
     if "completeness" in tables:
         out += _stops_section(tables["completeness"], calls, not_sent, groups)
@@ -383,7 +384,7 @@ def _write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None,
     out += ["", f"Every answer as it came, and every raw response: [{REPORT_HTML}]({REPORT_HTML})."]
     path = series_dir / REPORT_FILE
     write_text_atomically(path, "\n".join(out) + "\n")
-    write_html_report(series_dir, tables)
+    write_html_report(series_dir, tables, records=records)
     return path
 
 

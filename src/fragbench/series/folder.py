@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -144,12 +145,20 @@ def require_series(series_dir: Path) -> None:
                           "OUT/<experiment>/<series>, e.g. outputs/demo/protocol-1.0/extractive.")
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 def read_json(path: Path) -> Any:
     """A series' JSON file (series.json, status.json, plan.json, measures.json), its text made
     valid Unicode (`fragbench.series.journal.valid_text`: a hand edit's `\\ud83d` never breaks a
     table or a report); one line naming the file when it cannot be read."""
     try:
-        return valid_unicode(json.loads(path.read_text(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")
+        value = json.loads(text)
+        # A surrogate can come only from a \\uD800-\\uDFFF escape (the text is UTF-8): a file
+        # with none (every file fragbench writes) skips the walk, which costs a Python call
+        # per string of a large plan.
+        return valid_unicode(value) if _SURROGATE_ESCAPE.search(text) else value
     except (OSError, ValueError) as exc:
         raise SeriesError(f"{path}: cannot be read as JSON ({exc}); is this a series folder?") \
             from None
