@@ -45,8 +45,12 @@ def error_lines(stderr: str) -> list[str]:
 
 
 def process_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a subprocess under test: this one's, less any provider setting."""
+    """The environment of a subprocess under test: this one's, less any provider setting,
+    and writing no bytecode: a subprocess run under a file-size limit (a full disk) would
+    leave a truncated .pyc in the checkout (CPython does not check its short write), and
+    every later import of that module would fail."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(PROVIDER)}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra or {})
     return env
 
