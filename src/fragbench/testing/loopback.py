@@ -160,10 +160,14 @@ def answer_citing(text: str) -> str:
 
 # -- Bodies -------------------------------------------------------------------------------------
 
+USAGE_CYCLE = 200
+"""How many requests in a row get a usage of their own (`Shape.default_usage`)."""
+
+
 def default_usage(number: int) -> dict[str, Any]:
-    """The Responses shape's default usage: different for every request, so that a cost
-    attributed to the wrong call shows. (`Shape.default_usage` gives it for every shape, in
-    the core's terms.)"""
+    """The Responses shape's default usage: different for each of USAGE_CYCLE neighbouring
+    requests, so that a cost attributed to the wrong call shows. (`Shape.default_usage` gives
+    it for every shape, in the core's terms.)"""
     return RESPONSES.usage_body(RESPONSES.default_usage(number))
 
 
@@ -408,24 +412,34 @@ class Shape:
         return {"error": {"message": message, "type": kind}}
 
     # -- Given (what the server and the suite call) -------------------------------------------
-    def default_usage(self, number: int) -> Usage:
-        """Different for every request; fields this API lacks are None."""
+    def default_usage(self, number: int, limit: int | None = None) -> Usage:
+        """Different for each of USAGE_CYCLE neighbouring requests (a cost attributed to the
+        wrong call shows), then the same again: input `400 + number % USAGE_CYCLE`, output
+        `300 + number % USAGE_CYCLE`, never above the request's own output limit (`limit`,
+        when it sets one), so that a series of any number of calls stays within the bounds
+        its plan reserved for (a count that kept growing would cross any ceiling of tokens
+        after enough requests, and a correct client stops there). Fields this API lacks are
+        None."""
+        step = number % USAGE_CYCLE
+        output = 300 + step if limit is None else min(300 + step, limit)
         return Usage(
-            input_tokens=400 + number,
+            input_tokens=400 + step,
             cached_tokens=100 if "cached_tokens" in self.default_fields else None,
             cache_write_tokens=50 if "cache_write_tokens" in self.default_fields else None,
-            output_tokens=300 + number,
-            reasoning_tokens=200 if self.reports_reasoning else None,
+            output_tokens=output,
+            reasoning_tokens=(min(200, output) if self.reports_reasoning else None),
         )
 
-    def resolve_usage(self, usage: Any, number: int, service_tier: str | None) -> Any:
+    def resolve_usage(self, usage: Any, number: int, service_tier: str | None,
+                      limit: int | None = None) -> Any:
         """The usage object of an answer from an `ok(usage=...)` option: a `Usage` (or a
-        callable of the request number giving one, or None for `default_usage`) written by
-        `usage_body`; a raw value as it is; None for `"omit"`."""
+        callable of the request number giving one, or None for `default_usage` under the
+        request's output `limit`) written by `usage_body`; a raw value as it is; None for
+        `"omit"`."""
         if callable(usage):
             usage = usage(number)
         if usage is None:
-            usage = self.default_usage(number)
+            usage = self.default_usage(number, limit)
         if isinstance(usage, Usage):
             return self.usage_body(usage, service_tier)
         return None if usage == "omit" else usage
@@ -449,8 +463,11 @@ class Shape:
         options: `model` defaults to `echo_model`, `usage` is resolved (`resolve_usage`),
         then `answer_body` writes it."""
         options.setdefault("model", self.echo_model(request))
+        received = request if isinstance(request, Received) else Received.of_body(request)
+        limits = [v for v in self.limits_of(received).values()
+                  if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
         usage = self.resolve_usage(options.pop("usage", None), number,
-                                   options.get("service_tier"))
+                                   options.get("service_tier"), min(limits, default=None))
         return self.answer_body(text, number=number, usage=usage, **options)
 
 
@@ -879,6 +896,9 @@ class Server(ThreadingHTTPServer):
 
     daemon_threads = True
     """Handler threads never keep the test process alive."""
+    request_queue_size = 128
+    """The listen backlog: socketserver's default of 5 resets connections when a client
+    opens 32 or more at once (and fragbench, never retrying, stops at the first reset)."""
 
     def __init__(self, api: str | Shape = "responses") -> None:
         if isinstance(api, Shape):
@@ -888,7 +908,7 @@ class Server(ThreadingHTTPServer):
         else:
             raise ValueError(f"unknown API shape {api!r}; the shapes are {', '.join(SHAPES)}, "
                              "or a fragbench.testing.loopback.Shape of your own")
-        super().__init__(("127.0.0.1", 0), Handler)
+        super().__init__(("127.0.0.1", 0), Handler)  # listens with request_queue_size
         self.shape = shape
         """The API shape it speaks."""
         self.api = shape.name
