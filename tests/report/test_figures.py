@@ -12,7 +12,9 @@ modes and variants side by side, three repetitions as three bars of counts
 (figure_texts, in the tests of a complete, a stopped and an empty series); only the categories
 that occur in the legend (legend, in the same three); calls never sent shown as such
 (test_calls_with_nothing_to_count_keep_their_kind); integer count axes
-(test_the_count_axis_is_integer).
+(test_the_count_axis_is_integer); beyond a readable size, counts summed by group, each row or
+bar saying how many passages or calls it holds, every PNG at most 1 MB
+(test_beyond_a_readable_size_the_figures_sum_by_group).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from fragbench.report.figures import (
     USED,
     draw_availability,
     draw_citation_outcomes,
+    draw_citation_totals,
     drawing,
 )
 from fragbench.testing.loopback import Server, http_error, ok
@@ -262,3 +265,59 @@ def test_the_same_tables_give_the_same_files(extractive: Path) -> None:
     result = run_process("measure", str(extractive))  # in another process
     assert result.returncode == 0, result.stderr
     assert {p.name: p.read_bytes() for p in figures.iterdir()} == before
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An offline series of 100 generated HotpotQA questions (400 calls, 200 passages, 100
+    case x language panels): beyond what each figure draws one by one."""
+    from support.hotpotqa_data import generate, write
+
+    root = tmp_path_factory.mktemp("large")
+    write(root / "hotpot.json", generate(100))
+    for args in (("import", "hotpotqa", str(root / "hotpot.json"), "--out", str(root / "corpus")),
+                 ("new", "experiment", "exp", "--dir", str(root), "--corpus",
+                  str(root / "corpus")),
+                 ("freeze", str(root / "exp")),
+                 ("run", str(root / "exp"), "--series", "extractive", "--out",
+                  str(root / "out"))):
+        ran = run_cli(*args)
+        assert ran.returncode == 0, ran.stderr
+    return root / "out" / "exp" / "extractive"
+
+
+def test_beyond_a_readable_size_the_figures_sum_by_group(large: Path) -> None:
+    from fragbench.report.figures import READABLE_PANELS, READABLE_ROWS
+
+    tables, info = read(large)
+    groups = pl.read_parquet(large / "cases.parquet")
+    passages = tables["availability"].select("case", "lang", "variant").n_unique()
+    assert passages > READABLE_ROWS
+    with drawing():
+        heat = draw_availability(tables["availability"], info, groups)
+    [ax] = heat.axes
+    rows = texts(ax, "passage")
+    # one row per group (type, level, language, variant), each saying how many passages
+    assert 1 < len(rows) <= READABLE_ROWS
+    counted = [int(r.rsplit("(", 1)[1].split(" passages")[0].replace(",", "")) for r in rows]
+    assert sum(counted) == passages
+    assert not any(r.startswith(tables["availability"]["case"][0]) for r in rows)
+    panels = tables["citations_per_call"].select("case", "lang").n_unique()
+    assert panels > READABLE_PANELS
+    with drawing():
+        fig = draw_citation_totals(tables["citations"], tables["citations_per_call"],
+                                   tables["calls"], info, groups)
+    said = [t for ax in fig.axes for t in texts(ax, "calls")]
+    calls_said = sum(int(t.split(" calls")[0].replace(",", "")) for t in said)
+    assert calls_said == tables["calls"].height  # every call in exactly one bar
+    assert len([ax for ax in fig.axes if ax.get_title()]) <= READABLE_PANELS
+    valid = tables["citations"].filter(pl.col("reason") == "valid").height
+    drawn = sum(p.get_height() for p in marks(fig).values() if p.get_gid().endswith(".valid"))
+    assert drawn == valid  # summed citations, never a rate
+    # the report's files are these figures, each PNG small enough to open anywhere
+    for name in NAMES:
+        assert (large / "figures" / f"{name}.png").stat().st_size <= 1_000_000
+    svg = (large / "figures" / "citations.svg").read_text(encoding="utf-8")
+    assert "Citation outcomes summed by group" in svg and "too many to draw one by one" in svg
+    report = (large / "report.md").read_text(encoding="utf-8")
+    assert "![Citation outcomes summed by group](figures/citations.png)" in report

@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "8e3841ec23f7a1461d3aa85199bdb64fd6006b03c86ad554ee368d080fc4d99f"
+PROTOCOL_PLAN_SHA256 = "af7175a2ce1df785552cc60e226efd4131f73b743fc88bf28fb2dcdf1ddfb728"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

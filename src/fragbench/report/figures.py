@@ -459,20 +459,20 @@ def draw_citation_totals(citations: pl.DataFrame, per_call: pl.DataFrame,
         ax.hlines([0], -0.6, len(bars) - 0.4, colors="black", linewidth=0.8, zorder=3,
                   clip_on=False)
         for x, g in enumerate(bars):
-            r = mine.get(g)
-            if r is None:
+            total = mine.get(g)
+            if total is None:
                 continue
             bottom = 0
             for reason in reasons:
-                n = r[reason] or 0
+                n = total[reason] or 0
                 (bar,) = ax.bar(x, n, bottom=bottom, width=0.7, color=REASON_COLORS[reason],
                                 linewidth=0)
                 bar.set_gid(f"total-{k}-{g[0]}-{g[1]}.{reason}")
                 bottom += n
-            said = [f"{r['planned']:,} calls", f"{r['parsed']:,} parsed"]
+            said = [f"{total['planned']:,} calls", f"{total['parsed']:,} parsed"]
             for kind in SLOTS:
-                if r[kind]:
-                    said.append(f"{r[kind]:,} {kind}")
+                if total[kind]:
+                    said.append(f"{total[kind]:,} {kind}")
             ax.text(x, bottom + most * 0.03, "\n".join(said), ha="center", va="bottom",
                     fontsize=7, linespacing=1.15, label="calls")
         ax.set_title(panel, fontsize=9, pad=5, y=1.0)
