@@ -35,6 +35,14 @@
     if (text !== undefined && text !== null) { e.textContent = String(text); }
     return e;
   }
+  /* Text from the corpus or the model, in whatever script it is written: dir="auto" lets
+     the browser lay an Arabic or Hebrew sentence out right to left, each element on its
+     own (the page's own words stay left to right). */
+  function outside(tag, cls, text) {
+    var e = el(tag, cls, text);
+    e.dir = "auto";
+    return e;
+  }
   function add(parent, child) { parent.appendChild(child); return child; }
   function say(parent, text) { parent.appendChild(document.createTextNode(String(text))); }
 
@@ -75,7 +83,7 @@
         add(head, el("span", "found", "found word for word under " + c[5]));
       }
       say(li, "\n");
-      add(li, el("q", "extract", c[2]));
+      add(li, outside("q", "extract", c[2]));
       if (!c[2].trim()) {
         say(li, " ");
         add(li, el("span", "note", "(an empty extract)"));
@@ -139,7 +147,7 @@
       var reasonOf = {};
       call.cites.forEach(function (c) { reasonOf[c[0]] = c[3]; });
       call.frags.forEach(function (f) {
-        var li = add(ol, el("li", "fragment"));
+        var li = add(ol, outside("li", "fragment"));
         li.dataset.factId = f[0];
         if (!highlight || f.length < 3) {
           li.textContent = texts[f[1]];
@@ -185,7 +193,7 @@
       }
       add(box, el("h4", null, "Answer"));
       if (call.parsed) {
-        add(box, el("p", "answer", call.answer || ""));
+        add(box, outside("p", "answer", call.answer || ""));
         add(box, el("h4", null, "Citations"));
         var ol = add(box, el("ol", "citations"));
         call.cites.forEach(function (c) { add(ol, citation(c, "call-" + call.id)); });
@@ -193,7 +201,7 @@
       } else if (call.text) {
         add(box, el("p", "unparsed", "No parsed answer: " + (call.parse_error || "") +
           ". The answer text as it came:"));
-        add(box, el("pre", "answer", call.text));
+        add(box, outside("pre", "answer", call.text));
       } else if (call.status === "failed") {
         add(box, el("p", "unparsed", "No answer: the call failed (above)."));
       } else {
@@ -264,7 +272,7 @@
       if (call.raw_response !== undefined) {
         var raw = add(a, el("details", "raw"));
         add(raw, el("summary", null, "Raw response"));
-        add(raw, el("pre", null, call.raw_response));
+        add(raw, outside("pre", null, call.raw_response));
       }
       return a;
     }
@@ -543,11 +551,11 @@
         add(div, el("p", "incomplete", "Incomplete: " + s.incomplete_reason));
       }
       if (s.answer !== undefined) {
-        add(div, el("p", "answer", s.answer));
+        add(div, outside("p", "answer", s.answer));
       } else if (s.text) {
         add(div, el("p", "unparsed", "No parsed answer" + (s.parse_error ? ": " + s.parse_error : "") +
           ". The answer text as it came:"));
-        add(div, el("pre", "answer", s.text));
+        add(div, outside("pre", "answer", s.text));
       }
       var ol = add(div, el("ol", "citations"));
       s.cites.forEach(function (c) { add(ol, citation(c, "cell-" + cell.anchor + "-" + letter)); });
