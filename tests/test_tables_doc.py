@@ -47,7 +47,8 @@ def written(series_dir: Path) -> dict[str, list[tuple[str, str]]]:
     """Table -> [(column, type)] of every primary or recorded table the series wrote."""
     entries = json.loads((series_dir / "measures.json").read_text(encoding="utf-8"))
     paths = {e["table"]: e["path"] for e in entries if e["kind"] != "diagnostic"}
-    paths |= {"retrieval": "retrieval.parquet", "facts": "facts.parquet"}
+    paths |= {"retrieval": "retrieval.parquet", "facts": "facts.parquet",
+              "questions": "questions.parquet"}
     return {name: [(column, type_name(dtype)) for column, dtype in
                    pl.read_parquet_schema(series_dir / rel).items()]
             for name, rel in paths.items()}

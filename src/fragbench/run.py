@@ -61,7 +61,7 @@ from fragbench.calls.collector import (
     pacing_problem,
 )
 from fragbench.calls.interruption import Interruption
-from fragbench.corpus.cases import cases_frame, facts_frame
+from fragbench.corpus.cases import cases_frame, facts_frame, questions_frame
 from fragbench.errors import (
     BudgetError,
     ConfigError,
@@ -102,7 +102,7 @@ from fragbench.series.journal import (
 )
 
 RECORDED_FILES = {"plan.json", "series.json", "facts.parquet", "retrieval.parquet",
-                  "cases.parquet", JOURNAL_FILE}
+                  "cases.parquet", "questions.parquet", JOURNAL_FILE}
 """What a series holds before its first call: a folder with only these (and `*.tmp`) and no
 reservation sent nothing."""
 DERIVED_FILES = {"calls.parquet", "status.json", MEASURES_FILE, "report.md", REPORT_HTML,
@@ -449,6 +449,10 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
         write_parquet(facts_frame(experiment.cases, list(experiment.languages)),
                       series_dir / "facts.parquet")
         write_parquet(retrieval_table, series_dir / "retrieval.parquet")
+        # What each call asked, for the page's call cards (a series recorded before it has
+        # none, and its page shows no question).
+        write_parquet(questions_frame(experiment.cases, list(experiment.languages)),
+                      series_dir / "questions.parquet")
         groups = cases_frame(experiment.cases)
         if groups is not None:  # the corpus's groups, for tables split by group (join on case)
             write_parquet(groups, series_dir / "cases.parquet")

@@ -37,8 +37,16 @@ FACTS_SCHEMA = {
     "is_condition": "whether the fact carries one of the case's conditions",
 }
 
+QUESTIONS_SCHEMA = {
+    "case": "case ID",
+    "lang": "language code",
+    "question": "the case's question in that language, as the calls asked it",
+}
+
 TABLES: list[tuple[str, str, dict[str, str]]] = [
     ("facts", "recorded: the corpus as used, one row per fact and language", FACTS_SCHEMA),
+    ("questions", "recorded: each case's question, one row per case and language (shown in "
+     "report.html's call cards; series recorded before issue 26 have none)", QUESTIONS_SCHEMA),
     ("retrieval", "recorded: the sensitivity matrix, one row per chunk of every case x "
      "language x variant x setting, selected or not (also what `fragbench retrieve` writes); "
      "the main setting is one of its rows. `n_terms` and `matched_terms` come from the "
@@ -67,6 +75,7 @@ source, read by the core when it checks what a measure returns and by this page.
 TYPES: dict[str, dict[str, str]] = {
     "facts": {"case": "String", "lang": "String", "fact_id": "String", "text": "String",
               "is_condition": "Boolean"},
+    "questions": {"case": "String", "lang": "String", "question": "String"},
     "retrieval": {**PASSAGE_TYPES, "chunk_size": "Int32", "top_k": "Int32", "chunk": "Int32",
                   "fact_ids": IDS, "whole_fact_ids": IDS, "cut_fact_ids": IDS,
                   "score": "Float64", "rank": "Int32", "selected": "Boolean",
@@ -87,16 +96,17 @@ A series folder is `OUT/<experiment>/<series>/` (`OUT` is `outputs` unless `--ou
 otherwise). What was recorded while collecting: `plan.json` (a copy of the frozen plan),
 `series.json` (backend, label, whether it is a model, endpoint, budget, plan hash, start time,
 and `"journal": "chained"`: its journal is hash-chained, below), `facts.parquet`,
-`retrieval.parquet` and `journal.jsonl`. Derived from those alone, and rebuilt byte for byte
-by `fragbench measure`: `calls.parquet`, every measure's tables (primary ones in
-the folder, diagnostic ones under `diagnostics/`), `measures.json` (which table comes from which
-measure, of which kind), `status.json` (complete, stopped or interrupted, the stop, the spend),
-and `report.md` with `figures/`.
+`questions.parquet`, `retrieval.parquet` and `journal.jsonl`. Derived from those alone, and
+rebuilt byte for byte by `fragbench measure`: `calls.parquet`, every measure's tables
+(primary ones in the folder, diagnostic ones under `diagnostics/`), `measures.json` (which
+table comes from which measure, of which kind), `status.json` (complete, stopped or
+interrupted, the stop, the spend), and `report.md` with `figures/`.
 
 Load them with Polars: `fragbench.scan("outputs/protocol-1.0")["calls"]` is a LazyFrame over
 every series, with `experiment` and `series` columns. No table holds a global score. A measure
-never names a table `calls`, `facts` or `retrieval` (in any case): `measure`, `run` and the
-test kit refuse such a declaration, which would overwrite what the series recorded.
+never names a table `calls`, `cases`, `questions`, `facts` or `retrieval` (in any case):
+`measure`, `run` and the test kit refuse such a declaration, which would overwrite what the
+series recorded.
 
 Money columns (`*_usd`) are exact decimals, Polars `Decimal(38, 18)` (Parquet's 128-bit
 decimal), built from the journal's decimal strings and never through a float, so a sum such as

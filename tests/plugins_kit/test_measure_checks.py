@@ -205,8 +205,8 @@ MISTAKES = [
     (NeedsCalls(), "computes its tables from any recorded series",
      "before any call (calls=None) raised AttributeError"),
     (ReservedName(), "declares its tables",
-     "declares a table 'retrieval', a name fragbench's own tables use (calls, cases, retrieval, "
-     "facts)"),
+     "declares a table 'retrieval', a name fragbench's own tables use (calls, cases, "
+     "questions, retrieval, facts)"),
     (SummaryFloatMoney(), "writes money as exact decimals",
      "summary() frame 'Cost per cell': money column cost_usd is Float64, promised "
      "Decimal(38, 18)"),

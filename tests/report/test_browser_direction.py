@@ -1,8 +1,10 @@
-"""Issue 26: text from the corpus and the model is laid out in its own direction in report.html.
+"""Issue 26: each call card shows its question, and text from the corpus and the model is laid
+out in its own direction in report.html.
 
 An offline series of one HotpotQA-format question whose paragraphs are Arabic, opened in
-headless Chromium: every fragment, answer and extract carries `dir="auto"`, so the browser
-lays the Arabic out right to left, while the page's own words stay left to right.
+headless Chromium: every call card shows the question it asked (from questions.parquet);
+every question, fragment, answer and extract carries `dir="auto"`, so the browser lays the
+Arabic out right to left, while the page's own words stay left to right.
 """
 
 from __future__ import annotations
@@ -46,10 +48,15 @@ def test_corpus_and_model_text_is_laid_out_in_its_own_direction(chromium: Any,
         page = opened.page
         page.wait_for_selector("article.call li.fragment")
         seen = page.evaluate("""() => [...document.querySelectorAll(
-            'article.call li.fragment, article.call .answer, article.call q.extract')]
+            'article.call li.fragment, article.call .answer, article.call q.extract, '
+            + 'article.call .question-text')]
             .map(e => [e.className, e.dir, getComputedStyle(e).direction, e.textContent])""")
         own = page.evaluate("() => getComputedStyle(document.querySelector('h1')).direction")
-    assert seen and {c.split()[0] for c, *_ in seen} >= {"fragment", "answer", "extract"}
+        asked = page.evaluate("() => [...document.querySelectorAll('article.call')].map("
+                              "a => a.querySelector('p.question')?.textContent)")
+    assert seen and {c.split()[0] for c, *_ in seen} >= {"fragment", "answer", "extract",
+                                                         "question-text"}
+    assert len(asked) == 4 and set(asked) == {"Question: " + ARABIC[0]["question"]}
     for cls, attribute, direction, text in seen:
         assert attribute == "auto", (cls, text)
         assert direction == "rtl", (cls, text)  # Arabic first: right to left

@@ -65,9 +65,9 @@ BROKEN = [
      "declares no tables; add `tables = "),
     # The core's own tables: a measure's `facts` would be written over the recorded one.
     *[(f"a table named {name}", {"table": name},
-       f"declares a table {name!r}, a name fragbench's own tables use (calls, cases, retrieval, "
-       "facts): it would overwrite what the series recorded")
-      for name in ("facts", "retrieval", "calls", "cases", "Facts")],
+       f"declares a table {name!r}, a name fragbench's own tables use (calls, cases, "
+       "questions, retrieval, facts): it would overwrite what the series recorded")
+      for name in ("facts", "retrieval", "calls", "cases", "questions", "Facts")],
     # A column name is a report's table header: one line, no cell separator.
     *[(f"a column name with {what}", {"replace": (('"calls_all_conditions": "Int32"',
                                                    f'"calls{bad}all": "Int32"'),

@@ -246,7 +246,8 @@ def listed_calls(calls: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 
 
 def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
-               groups: dict[str, dict[str, str]], redact: Redact) -> dict[str, Any]:
+               groups: dict[str, dict[str, str]], redact: Redact,
+               questions: dict[tuple[str, str], str] | None = None) -> dict[str, Any]:
     """The calls as the page's data island: every value redacted here, one value at a time
     (the island is JSON, escaped for its script element by `_island`; the page's script puts
     each value into the page as text, never as markup).
@@ -255,7 +256,9 @@ def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
     each call's fragment is [fact ID, index in `texts`] or, where extracts are highlighted,
     [fact ID, index, pieces], a piece being [text, citation numbers]. A citation is
     [number, cited ID, extract, reason, reason at the typographic level, fact ID of the
-    fragment holding it (a located extract) or null]. Empty values are left out."""
+    fragment holding it (a located extract) or null]. `q` is the index in `texts` of the
+    call's question (`questions`: (case, lang) -> question; none for a series recorded before
+    questions.parquet). Empty values are left out."""
     red = memoized(redact)
 
     by_call: dict[str, list[dict[str, Any]]] = {}
@@ -295,6 +298,13 @@ def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
                        red(c["reason_folded"]), red(c.get("found_in"))] for c in cites],
             "usage": [red(value) for _, _, value in _usage(row)],
         }
+        asked = (questions or {}).get((row["case"], row["lang"]))
+        if asked is not None:
+            index = text_index.get(asked)
+            if index is None:
+                index = text_index[asked] = len(texts)
+                texts.append(red(asked))
+            view["q"] = index
         for column in CALL_TEXT:
             if row[column] is not None and row[column] != "":
                 view[column] = red(row[column])
@@ -352,6 +362,22 @@ def _groups(series_dir: Path, tables: dict[str, pl.DataFrame]
     skipped = [c for c in cases.columns if c != "case" and c not in keys]
     return keys, cases.select(pl.col("case").cast(pl.String),
                               *(pl.col(k).cast(pl.String).fill_null("") for k in keys)), skipped
+
+
+def _questions(series_dir: Path, listed: pl.DataFrame) -> dict[tuple[str, str], str]:
+    """(case, lang) -> the question, for the calls the page lists; none when the series
+    recorded no questions.parquet (before issue 26)."""
+    from fragbench.series.folder import read_table
+
+    if not (series_dir / "questions.parquet").is_file():
+        return {}
+    table = read_table(series_dir, "questions", "questions.parquet")  # one line if damaged
+    if not {"case", "lang", "question"} <= set(table.columns):
+        return {}
+    shown = table.join(listed.select("case", "lang").unique(), on=["case", "lang"],
+                       how="semi")
+    return {(c, lang): q for c, lang, q in shown.select("case", "lang", "question").rows()
+            if isinstance(q, str)}
 
 
 def _listed_groups(frame: pl.DataFrame | None, keys: list[str], listed: pl.DataFrame
@@ -566,7 +592,7 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
     keys, group_frame, skipped_groups = _groups(series_dir, tables)
     listed, unlisted = listed_calls(calls)
     groups = _listed_groups(group_frame, keys, listed)
-    data = _call_data(listed, citations, groups, redact)
+    data = _call_data(listed, citations, groups, redact, _questions(series_dir, listed))
     data["reasons"] = {r: [REASON_WORDS[r], REASON_HELP[r], REASON_SYMBOLS[r]]
                        for r in REASON_WORDS}
     manifest = read_json(series_dir / "measures.json")

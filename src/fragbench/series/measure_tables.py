@@ -44,7 +44,7 @@ TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """A table's name: also its file name (`<name>.parquet`), so no path separator and no dot first."""
 RECORDED_TABLES = ("retrieval", "facts")
 """The tables recorded while collecting (`<name>.parquet` in the series folder)."""
-RESERVED_TABLES = ("calls", "cases", *RECORDED_TABLES)
+RESERVED_TABLES = ("calls", "cases", "questions", *RECORDED_TABLES)
 """Table names the core writes itself: no measure may declare one (in any case), or its table
 would overwrite what was recorded."""
 # One line, no `|` (a Markdown cell) and no control character, C0, DEL, C1, or a Unicode line

@@ -232,6 +232,11 @@
         Object.keys(call.groups).forEach(function (k) { cell += " · " + k + " " + call.groups[k]; });
       }
       add(head, el("span", "cell", cell));
+      if (call.q !== undefined) {  /* an index into texts: a question is stored once */
+        var asked = add(a, el("p", "question"));
+        add(asked, el("span", "label", "Question: "));
+        add(asked, outside("span", "question-text", texts[call.q]));
+      }
       if (call.cites.length) {
         var counts = add(head, el("span", "counts"));
         Object.keys(reasons).forEach(function (r) {
