@@ -7,10 +7,15 @@ if set, else `$XDG_DATA_HOME/fragbench/ledgers` (`~/.local/share/fragbench/ledge
 FRAGBENCH_LEDGER_DIR at a folder you commit or back up if the budget must follow you to another
 machine.
 
-The first record fixes the budget (id, ceiling, prior spend): a config naming the same id with
-another ceiling or prior spend is refused, since one budget has one ceiling. Then come the
-`reserve` and `outcome` records of every series drawing on it (accounting fields only: amounts,
-call and series identifiers, statuses; never an answer or a body).
+The first record fixes the budget (id, ceiling, prior spend). Then come the `reserve` and
+`outcome` records of every series drawing on it (accounting fields only: amounts, call and
+series identifiers, statuses; never an answer or a body), and any `ceiling` record: a raise
+(`fragbench ledger raise`, `raise_ceiling`), naming the ceiling it replaces, the new one and the
+reason, chained like any other. A ceiling is only ever raised: a record lowering it, or naming
+another ceiling than the one in force, is an altered ledger. One budget has one ceiling at a
+time: a run or plan whose config names another ceiling than the one in force, or another prior
+spend, is refused when it first reads the ledger (`_check_config`). A run already going when the
+ceiling is raised keeps the ceiling its plan froze, the lower one.
 
 Tamper-evident: each record carries its number `n` and `prev`, the sha256 of the line before
 it. A hand-edited line (a negative or unparsable amount, a changed number, a deleted or
@@ -60,11 +65,13 @@ from fragbench.redact import Redactor
 
 LEDGER_ENV = "FRAGBENCH_LEDGER_DIR"
 LEDGER_URL_ENV = "FRAGBENCH_LEDGER_URL"
-KINDS = ("budget", "series", "reserve", "outcome", "repair", "moved")
+KINDS = ("budget", "series", "reserve", "outcome", "repair", "moved", "ceiling")
 """Every record type a ledger may hold."""
 LEDGER_FIELDS = ("type", "call_id", "seq", "reserved_usd", "status", "cost_usd", "counted_usd")
 """A journal record's fields the ledger copies (with the series' name and uid): accounting
 only, never an answer or a body."""
+REASON_MAX = 500
+"""The most characters a raise's reason may have (one line of `fragbench ledger show`)."""
 
 
 class LedgerError(FragbenchError):
@@ -164,6 +171,10 @@ class LedgerBase:
         self.kept: list[tuple[bytes, dict[str, Any]]] | None = None
         """When a list: every accepted record with its canonical text, in order."""
         self._redactor = Redactor()
+        self._config_checked = False
+        """Whether the config's budget was compared with the ledger's (once, at the first
+        read that finds records): a ceiling raised while a run goes on leaves that run under
+        its plan's lower ceiling, never stopped."""
         self._reset()
 
     def _reset(self) -> None:
@@ -177,7 +188,10 @@ class LedgerBase:
         self._total = Decimal(0)
         self.ceiling: Decimal | None = None
         self.prior: Decimal | None = None
-        """What the genesis record fixes, once read."""
+        """The ceiling in force (the genesis record's, or the last raise's) and the prior
+        spend the genesis record fixes, once read."""
+        self.first_ceiling: Decimal | None = None
+        """The ceiling the genesis record fixed, before any raise."""
         self.moved_to: str | None = None
         self.series: set[str] = set()
         """Uids of the series that drew on the budget."""
@@ -252,6 +266,12 @@ class LedgerBase:
             if not isinstance(to, str) or not to:
                 raise self._fail(f"{u} {line} says the ledger was moved, but not where to")
             self.moved_to = to
+        elif kind == "ceiling":
+            new = self._money(record, "ceiling_usd", line)
+            problem = self._raise_problem(record, new)
+            if problem is not None:
+                raise self._fail(f"{u} {line} {problem}")
+            self.ceiling = new
         elif kind not in ("series", "repair"):
             raise self._fail(f"{u} {line} has an unknown type {kind!r}")
         self._n += 1
@@ -284,10 +304,35 @@ class LedgerBase:
                     "text)")
         return f"{u} {line} was edited (neither it nor the {u} after it follows the one before)"
 
+    def _raise_problem(self, record: dict[str, Any], new: Decimal | None) -> str | None:
+        """What is wrong with a `ceiling` record (`new`: its ceiling_usd read as an amount),
+        said after "record N" or "refused to write a raise that"; None when it is a raise of
+        the ceiling in force, with a reason."""
+        old = _amount(record.get("previous_ceiling_usd"))
+        if new is None:
+            return f"has an invalid ceiling_usd ({record.get('ceiling_usd')!r})"
+        if self.ceiling is None or old != self.ceiling:
+            return (f"raises a ceiling of {record.get('previous_ceiling_usd')!r} USD, not the "
+                    f"one in force ({self.ceiling} USD)")
+        if new <= old:
+            return (f"sets the ceiling to {usd(new)} USD, not above the {usd(old)} USD in "
+                    "force: a ceiling is only ever raised")
+        reason = record.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            return "gives no reason for the raise"
+        return None
+
     def _check_new(self, record: dict[str, Any]) -> None:
-        """Refuse, before it is written, a record the reader would refuse for its call: a
-        second reservation or outcome of one call, an outcome with no reservation (a bug
-        that wrote it would leave a ledger no run can read again)."""
+        """Refuse, before it is written, a record the reader would refuse: a second
+        reservation or outcome of one call, an outcome with no reservation, a `ceiling`
+        record that is no raise of the ceiling in force (a bug that wrote it would leave a
+        ledger no run can read again)."""
+        if record.get("type") == "ceiling":
+            problem = self._raise_problem(record, _amount(record.get("ceiling_usd")))
+            if problem is not None:
+                raise LedgerError(f"ledger {self.where}: refused to write a raise that "
+                                  f"{problem} (nothing was written).")
+            return
         if record.get("type") not in ("reserve", "outcome"):
             return
         key = (record.get("series_uid"), record.get("call_id"))
@@ -323,14 +368,42 @@ class LedgerBase:
         ceiling, prior = _amount(record.get("ceiling_usd")), _amount(record.get("prior_spend_usd"))
         if ceiling is None or prior is None:
             raise self._fail(f"{self.unit} {line} has an invalid ceiling or prior spend")
-        self.ceiling, self.prior = ceiling, prior
+        self.ceiling, self.prior, self.first_ceiling = ceiling, prior, ceiling
+
+    def _check_config(self) -> None:
+        """The config's budget against the ledger's, once, after the first read that finds
+        records: the same prior spend, and the ceiling in force (the genesis record's, or the
+        last raise's). Another ceiling is refused, saying how to agree: `fragbench ledger
+        raise` for a higher one, the config set to the ledger's for a lower one."""
         b = self.budget
-        if b is not None and (ceiling != b.ceiling_usd or prior != b.prior_spend_usd):
+        if b is None or self._config_checked or self._n < 0 or self.moved_to is not None:
+            return
+        ceiling, prior = self.ceiling, self.prior
+        assert ceiling is not None and prior is not None
+        raised = ("" if ceiling == self.first_ceiling else
+                  f", raised from the {usd(self.first_ceiling or Decimal(0))} USD of its first "
+                  "record")
+        if prior != b.prior_spend_usd:
             raise LedgerError(
                 f"budget {b.id!r} is already recorded in {self.where} with ceiling "
-                f"{ceiling} USD and prior spend {prior} USD, but the config says "
-                f"{b.ceiling_usd} and {b.prior_spend_usd}: one budget has one ceiling; give "
-                "this experiment a budget id of its own or fix its config (nothing was sent).")
+                f"{usd(ceiling)} USD{raised} and prior spend {usd(prior)} USD, but the config "
+                f"says {usd(b.ceiling_usd)} and {usd(b.prior_spend_usd)}: one budget has one "
+                "ceiling and one prior spend; give this experiment a budget id of its own or "
+                "fix its config (nothing was sent).")
+        if ceiling != b.ceiling_usd:
+            if b.ceiling_usd > ceiling:
+                how = (f"to spend up to {usd(b.ceiling_usd)} USD, raise the ledger's ceiling "
+                       f"first: `fragbench ledger raise {b.id} --ceiling {usd(b.ceiling_usd)} "
+                       "--reason TEXT`, then run again")
+            else:
+                how = (f"set ceiling_usd = \"{usd(ceiling)}\" in the config and freeze again "
+                       "(a ceiling is never lowered)")
+            raise LedgerError(
+                f"budget {b.id!r} is already recorded in {self.where} with ceiling "
+                f"{usd(ceiling)} USD{raised}, but the config says {usd(b.ceiling_usd)}: one "
+                f"budget has one ceiling at a time; {how}, or give this experiment a budget "
+                "id of its own (nothing was sent).")
+        self._config_checked = True
 
     def spent(self) -> Decimal:
         """What the budget's series count: each call's counted amount (its cost when known),
@@ -356,6 +429,29 @@ class LedgerBase:
         b = self.budget
         return {"type": "budget", "id": b.id, "ceiling_usd": usd(b.ceiling_usd),
                 "prior_spend_usd": usd(b.prior_spend_usd)}
+
+    def raise_ceiling(self, ceiling: Decimal, reason: str) -> dict[str, Any]:
+        """Raise the budget's ceiling to `ceiling`, for `reason`: a `ceiling` record naming
+        the ceiling in force it replaces, appended under the ledger's lock (the ledger open,
+        brought up to date), chained and redacted as any record. Refused, with nothing
+        written, when the ledger holds no budget yet or `ceiling` is not above the ceiling in
+        force (a ceiling is never lowered: a run going on under it keeps its plan's). Returns
+        the record as given to `append`."""
+        with self.locked():
+            if self.ceiling is None:
+                raise LedgerError(f"ledger {self.where}: holds no record of budget "
+                                  f"{self.budget_id!r}, so there is no ceiling to raise: set "
+                                  "ceiling_usd in the config and freeze again, and the first "
+                                  "run records it (nothing was written).")
+            if ceiling <= self.ceiling:
+                raise LedgerError(
+                    f"--ceiling {usd(ceiling)}: is not above budget {self.budget_id}'s ceiling "
+                    f"in force, {usd(self.ceiling)} USD (ledger {self.where}): a ceiling is "
+                    "only ever raised, never lowered or set again (nothing was written).")
+            record = {"type": "ceiling", "previous_ceiling_usd": usd(self.ceiling),
+                      "ceiling_usd": usd(ceiling), "reason": reason}
+            self.append(record)
+        return record
 
     def load(self) -> LedgerBase:
         raise NotImplementedError
@@ -465,6 +561,7 @@ class Ledger(LedgerBase):
         self._needs_newline = bool(tail)
         self._needs_repair = bool(tail) or torn_first is not None
         self._check_moved()
+        self._check_config()
 
     # Writing ---------------------------------------------------------------------------------
 

@@ -447,6 +447,7 @@ class PgLedger(LedgerBase):
                              f"keeps names {last} (its last records were edited, deleted or "
                              "inserted)")
         self._check_moved()
+        self._check_config()
 
     @staticmethod
     def _vouched(records: list[Any], i: int, n: int, head: tuple[int, str] | None

@@ -1,12 +1,12 @@
-"""`fragbench ledger show|verify|move|settle`: a budget's ledger read, audited, moved and
-settled, in either store.
+"""`fragbench ledger show|verify|raise|move|settle`: a budget's ledger read, audited, its
+ceiling raised, moved and settled, in either store.
 
 The store is the one a run would use (`fragbench.budget.stores.ledger_for`: FRAGBENCH_LEDGER_URL's
 server, else the file store). Reading never writes; `settle` appends only what a series'
-journal holds and the ledger lacks. A ledger is read as a run reads it (chain,
-genesis, amounts, each call's reservation and outcome), except that one moved to a server is
-read rather than refused. Imports of the ledger stores (and psycopg) happen inside the
-commands, so `fragbench --help` stays fast.
+journal holds and the ledger lacks; `raise` appends one `ceiling` record. A ledger is read as
+a run reads it (chain, genesis, amounts, each call's reservation and outcome, each raise),
+except that one moved to a server is read rather than refused. Imports of the ledger stores
+(and psycopg) happen inside the commands, so `fragbench --help` stays fast.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from fragbench.cli.output import say
 if TYPE_CHECKING:
     from fragbench.budget.ledger import LedgerBase
 
-ledger_app = typer.Typer(help="Show, audit, move and settle a budget's ledger (in either "
-                         "store).",
+ledger_app = typer.Typer(help="Show, audit, raise the ceiling of, move and settle a budget's "
+                         "ledger (in either store).",
                          no_args_is_help=True)
 
 BudgetArg = Annotated[str, typer.Argument(
@@ -90,6 +90,9 @@ def _row(record: dict[str, Any]) -> str:
                 f"{record.get('series', record.get('series_uid'))}")
     elif kind == "moved":
         what = f"moved to {record.get('to')}"
+    elif kind == "ceiling":
+        what = (f"ceiling raised from {record.get('previous_ceiling_usd')} USD to "
+                f"{record.get('ceiling_usd')} USD: {record.get('reason')}")
     else:
         what = str(record.get("note", ""))
     return f"{record.get('n', '?'):>6}  {record.get('at', '')!s:<32} {what}"
@@ -128,6 +131,93 @@ def verify(budget: BudgetArg) -> None:
     ledger, _ = _read(budget, kept=False)
     say(f"ledger {ledger.where}: verified, {ledger.records} records, chain intact (head "
         f"sha256 {ledger.head}); {_totals(ledger)}")
+
+
+CeilingOption = Annotated[str, typer.Option(
+    "--ceiling", help="The new ceiling in USD, above the one in force (\"25\", \"12.50\").",
+    show_default=False)]
+ReasonOption = Annotated[str, typer.Option(
+    "--reason", help="Why the ceiling is raised: one line, recorded in the ledger and shown by "
+    "`ledger show`.", show_default=False)]
+
+
+def _ceiling_value(text: str) -> Decimal:
+    """--ceiling as an amount: the digits 0-9, maybe a point and decimals, above zero."""
+    from decimal import InvalidOperation
+
+    from fragbench.columns import PLAIN_AMOUNT
+    from fragbench.errors import UsageError
+
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    amount = None
+    if PLAIN_AMOUNT.fullmatch(text) is not None:
+        try:
+            amount = Decimal(text)
+        except InvalidOperation:
+            amount = None
+    if amount is None or not amount.is_finite() or amount <= 0:
+        raise UsageError(f"--ceiling {shown!r} is not an amount in USD above zero: write it with "
+                         "the digits 0-9, maybe a point and decimals (\"25\", \"12.50\"); "
+                         "nothing was written.")
+    return amount
+
+
+def _reason_value(text: str) -> str:
+    """--reason: one printable line, neither empty nor longer than REASON_MAX, holding nothing
+    shaped like a key, token or account id (nor any secret of the environment)."""
+    from fragbench.budget.ledger import REASON_MAX
+    from fragbench.errors import UsageError
+    from fragbench.redact import Redactor
+
+    reason = text.strip()
+    if not reason:
+        raise UsageError("--reason is empty: say in one line why the ceiling is raised (it is "
+                         "recorded in the ledger); nothing was written.")
+    if not reason.isprintable():
+        raise UsageError(f"--reason {reason[:40]!r} holds a line break or another control "
+                         "character: give one line of text; nothing was written.")
+    if len(reason) > REASON_MAX:
+        raise UsageError(f"--reason is {len(reason)} characters long, more than {REASON_MAX}: "
+                         "shorten it to one line; nothing was written.")
+    if Redactor.from_env().found(reason):  # the value is not repeated: it holds a secret
+        raise UsageError("--reason holds what looks like a key, token or account id, which "
+                         "is never written to a ledger: leave it out; nothing was written.")
+    return reason
+
+
+@ledger_app.command("raise")
+def raise_(budget: BudgetArg, ceiling: CeilingOption, reason: ReasonOption) -> None:
+    """Raise the budget's ceiling, deliberately, with a reason.
+
+    Appends one `ceiling` record (the ceiling in force, the new one, the
+    reason), chained like every record, under the ledger's lock, in the store
+    a run would use. A ceiling is only ever raised: one not above the ceiling
+    in force is refused, with nothing written. Then set ceiling_usd in the
+    experiment's config to the new ceiling and freeze again: a run refuses a
+    plan whose ceiling is not the one in force."""
+    from fragbench.budget.ledger import LedgerError
+    from fragbench.budget.money import usd
+    from fragbench.budget.stores import ledger_for
+    from fragbench.redact import Redactor
+
+    _check_id(budget)
+    amount, why = _ceiling_value(ceiling), _reason_value(reason)
+    ledger = ledger_for(budget).load()  # read and checked; refused when moved or altered
+    if not ledger.exists() or ledger.records == 0:
+        raise LedgerError(f"ledger {ledger.where}: holds no record of budget {budget!r} (in "
+                          f"the store {ledger.store}; {ledger.store_help}), so there is no "
+                          "ceiling to raise: set ceiling_usd in the config and freeze again, "
+                          "and the first run records it (nothing was written).")
+    ledger.open(Redactor.from_env())
+    try:
+        record = ledger.raise_ceiling(amount, why)
+        totals = _totals(ledger)
+    finally:
+        ledger.close()
+    say(f"ledger {ledger.where}: budget {budget}'s ceiling raised from "
+        f"{record['previous_ceiling_usd']} USD to {usd(amount)} USD (record {ledger.records - 1}, "
+        f"chain head sha256 {ledger.head}); {totals}. Set ceiling_usd = \"{usd(amount)}\" in "
+        "the [budget] table of each experiment drawing on it, then `fragbench freeze` it.")
 
 
 ToOption = Annotated[str | None, typer.Option(
