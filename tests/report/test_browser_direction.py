@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 from support.browser import open_page
-from support.cli import run_cli
-from support.hotpotqa_data import write
+from support.hotpotqa_data import offline_series
 
 pytestmark = pytest.mark.slow
 
@@ -33,17 +32,7 @@ ARABIC = [
 
 def test_corpus_and_model_text_is_laid_out_in_its_own_direction(chromium: Any,
                                                                  tmp_path: Path) -> None:
-    write(tmp_path / "hotpot.json", ARABIC)
-    for args in (("import", "hotpotqa", str(tmp_path / "hotpot.json"), "--out",
-                  str(tmp_path / "corpus")),
-                 ("new", "experiment", "rtl", "--dir", str(tmp_path), "--corpus",
-                  str(tmp_path / "corpus")),
-                 ("freeze", str(tmp_path / "rtl")),
-                 ("run", str(tmp_path / "rtl"), "--series", "extractive", "--out",
-                  str(tmp_path / "out"))):
-        ran = run_cli(*args)
-        assert ran.returncode == 0, ran.stderr
-    page_file = tmp_path / "out" / "rtl" / "extractive" / "report.html"
+    page_file = offline_series(tmp_path, ARABIC, "rtl") / "report.html"
     with open_page(chromium, page_file) as opened:
         page = opened.page
         page.wait_for_selector("article.call li.fragment")

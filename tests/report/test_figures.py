@@ -271,19 +271,9 @@ def test_the_same_tables_give_the_same_files(extractive: Path) -> None:
 def large(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An offline series of 100 generated HotpotQA questions (400 calls, 200 passages, 100
     case x language panels): beyond what each figure draws one by one."""
-    from support.hotpotqa_data import generate, write
+    from support.hotpotqa_data import generate, offline_series
 
-    root = tmp_path_factory.mktemp("large")
-    write(root / "hotpot.json", generate(100))
-    for args in (("import", "hotpotqa", str(root / "hotpot.json"), "--out", str(root / "corpus")),
-                 ("new", "experiment", "exp", "--dir", str(root), "--corpus",
-                  str(root / "corpus")),
-                 ("freeze", str(root / "exp")),
-                 ("run", str(root / "exp"), "--series", "extractive", "--out",
-                  str(root / "out"))):
-        ran = run_cli(*args)
-        assert ran.returncode == 0, ran.stderr
-    return root / "out" / "exp" / "extractive"
+    return offline_series(tmp_path_factory.mktemp("large"), generate(100))
 
 
 def test_beyond_a_readable_size_the_figures_sum_by_group(large: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from support.cli import run_cli
-from support.hotpotqa_data import generate, write
+from support.hotpotqa_data import frozen_experiment, generate
 
 import fragbench
 from fragbench.calls.collector import Progress
@@ -38,14 +38,7 @@ SENT = 8
 def _experiment(root: Path, questions: int) -> Path:
     """An experiment of `questions` generated HotpotQA questions (4 calls each), frozen."""
     root.mkdir()
-    write(root / "hotpot.json", generate(questions))
-    for args in (("import", "hotpotqa", str(root / "hotpot.json"), "--out", str(root / "corpus")),
-                 ("new", "experiment", "exp", "--dir", str(root), "--corpus",
-                  str(root / "corpus")),
-                 ("freeze", str(root / "exp"))):
-        ran = run_cli(*args)
-        assert ran.returncode == 0, ran.stderr
-    return root / "exp"
+    return frozen_experiment(root, generate(questions))
 
 
 def _stopped_run(experiment: Path, series: str, out: Path) -> Path:

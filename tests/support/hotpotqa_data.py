@@ -123,3 +123,28 @@ def generate(n: int, seed: int = 16) -> list[dict[str, Any]]:
 def write(path: Path, questions: list[dict[str, Any]]) -> Path:
     path.write_text(json.dumps(questions, ensure_ascii=False), encoding="utf-8")
     return path
+
+
+def frozen_experiment(root: Path, questions: list[dict[str, Any]], name: str = "exp") -> Path:
+    """`questions` imported (`fragbench import hotpotqa`) into `root`/corpus, `fragbench new
+    experiment NAME` on it, frozen: the experiment folder, as a user makes it."""
+    from support.cli import run_cli
+
+    write(root / "hotpot.json", questions)
+    for args in (("import", "hotpotqa", str(root / "hotpot.json"), "--out", str(root / "corpus")),
+                 ("new", "experiment", name, "--dir", str(root), "--corpus",
+                  str(root / "corpus")),
+                 ("freeze", str(root / name))):
+        ran = run_cli(*args)
+        assert ran.returncode == 0, ran.stderr
+    return root / name
+
+
+def offline_series(root: Path, questions: list[dict[str, Any]], name: str = "exp") -> Path:
+    """`frozen_experiment`, then its extractive series run to `root`/out: the series folder."""
+    from support.cli import run_cli
+
+    experiment = frozen_experiment(root, questions, name)
+    ran = run_cli("run", str(experiment), "--series", "extractive", "--out", str(root / "out"))
+    assert ran.returncode == 0, ran.stderr
+    return root / "out" / name / "extractive"

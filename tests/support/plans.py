@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "49b32d53467dcbee5ff6246eed4d5aee2eb9cf95fef2e85ac582c3f06328c989"
+PROTOCOL_PLAN_SHA256 = "2ca1e8211ab3a544cdbbb9c2b68b5c58cb9e4a2fe87cd7136bac7b2c2a9c0b8c"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

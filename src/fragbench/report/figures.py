@@ -487,15 +487,8 @@ def draw_citation_totals(citations: pl.DataFrame, per_call: pl.DataFrame,
     axes[0][0].set_ylim(0, most * headroom)
     axes[0][0].set_xlim(-0.6, len(bars) - 0.4)
     handles = [Patch(color=REASON_COLORS[r], label=r) for r in reasons]
-    if handles:
-        fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8,
-                   frameon=False, handlelength=1.6, columnspacing=1.4, borderaxespad=0,
-                   bbox_to_anchor=(0.5, 1 - (_title_height(info, note) + 0.05) / height))
-    fig.text(0.12 / width, (foot + grid_h / 2) / height, "citations, summed (count)",
-             rotation=90, ha="left", va="center")
-    fig.text(0.5, PAD / height, caption, ha="center", va="bottom", fontsize=8)
-    _title(fig, info, what, note)
-    return fig
+    return _framed(fig, handles, info, (what, note, caption), "citations, summed (count)",
+                   (width, height, foot, grid_h))
 
 
 def draw_citation_outcomes(citations: pl.DataFrame, per_call: pl.DataFrame,
@@ -588,11 +581,23 @@ def draw_citation_outcomes(citations: pl.DataFrame, per_call: pl.DataFrame,
     handles = [Patch(color=REASON_COLORS[r], label=r) for r in reasons]
     handles += [Patch(**style, label=kind) for kind, (style, _) in SLOTS.items()
                 if kind in used]
+    return _framed(fig, handles, info, (what, note, caption), "citations in the answer (count)",
+                   (width, height, foot, grid_h))
+
+
+def _framed(fig: Any, handles: list[Any], info: dict[str, Any],
+            words: tuple[str, str | None, str], counted: str,
+            inches: tuple[float, float, float, float]) -> Any:
+    """A citation figure's frame: the legend under the banner (when anything is drawn), the
+    count axis's name, the caption, the banner; `words` is (what, note, caption), `inches`
+    (width, height, foot, grid height)."""
+    what, note, caption = words
+    width, height, foot, grid_h = inches
     if handles:
         fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8,
                    frameon=False, handlelength=1.6, columnspacing=1.4, borderaxespad=0,
                    bbox_to_anchor=(0.5, 1 - (_title_height(info, note) + 0.05) / height))
-    fig.text(0.12 / width, (foot + grid_h / 2) / height, "citations in the answer (count)",
+    fig.text(0.12 / width, (foot + grid_h / 2) / height, counted,
              rotation=90, ha="left", va="center")
     fig.text(0.5, PAD / height, caption, ha="center", va="bottom", fontsize=8)
     _title(fig, info, what, note)
