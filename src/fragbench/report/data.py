@@ -162,3 +162,24 @@ def load_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
     """Every table measures.json lists, by name (calls and each measure's)."""
     return {name: read_table(series_dir, name, rel)
             for name, rel in tables_of(series_dir, recorded=False)}
+
+
+def with_case_groups(frame: pl.DataFrame, groups: pl.DataFrame | None
+                     ) -> tuple[pl.DataFrame, list[str]]:
+    """`frame` with the corpus's case groups (cases.parquet) joined on `case`, when both have
+    it, and the group keys it gained (those `frame` did not already have): what report.md's
+    capped tables and the figures sum by, before language, variant and mode."""
+    if groups is None or "case" not in frame.columns or "case" not in groups.columns:
+        return frame, []
+    extra = [c for c in groups.columns if c != "case" and c not in frame.columns]
+    if not extra:
+        return frame, []
+    return frame.join(groups.select("case", *extra), on="case", how="left",
+                      maintain_order="left"), extra
+
+
+def reason_counts(citations: pl.DataFrame) -> pl.DataFrame:
+    """`call_id`, then one count per exact-level reason that occurs (null where a call has
+    none of it): what the per-call table and both citation figures stack."""
+    return (citations.group_by("call_id", "reason").len()
+            .pivot(on="reason", index="call_id", values="len"))

@@ -35,6 +35,7 @@ import polars as pl
 
 from fragbench.columns import ANSWERED
 from fragbench.files import write_atomically
+from fragbench.report.data import reason_counts, with_case_groups
 
 # Exact-level citation reasons, bottom to top of a stack; only those that occur are drawn.
 REASON_COLORS = {
@@ -156,13 +157,7 @@ def grouped_keys(frame: pl.DataFrame, groups: pl.DataFrame | None, after: tuple[
     case groups then `after` (those `frame` has); while they make more than `limit`
     combinations, the case groups are dropped, then the keys of `after` from the first, down
     to none (one row for everything)."""
-    keys: list[str] = []
-    if groups is not None and "case" in groups.columns:
-        extra = [c for c in groups.columns if c != "case" and c not in frame.columns]
-        if extra:
-            frame = frame.join(groups.select("case", *extra), on="case", how="left",
-                               maintain_order="left")
-            keys = extra
+    frame, keys = with_case_groups(frame, groups)
     rest = [k for k in after if k in frame.columns]
     for candidate in ([*keys, *rest], *(rest[i:] for i in range(len(rest) + 1))):
         if not candidate or frame.select(candidate).n_unique() <= limit:
@@ -322,8 +317,7 @@ def _call_marks(citations: pl.DataFrame, per_call: pl.DataFrame, calls: pl.DataF
                 ) -> tuple[list[dict[str, Any]], list[str]]:
     """One record per planned call: its cell, status, whether it parsed, and its count of
     citations for each exact-level reason; and the reasons that occur, in stacking order."""
-    counts = (citations.group_by("call_id", "reason").len()
-              .pivot(on="reason", index="call_id", values="len"))
+    counts = reason_counts(citations)
     reasons = [r for r in REASON_COLORS if r in counts.columns]
     marks = (per_call.select("call_id", "case", "lang", "mode", "variant", "rep", "parsed")
              .join(calls.select("call_id", "status"), on="call_id", how="left")
@@ -379,8 +373,7 @@ def _call_totals(citations: pl.DataFrame, per_call: pl.DataFrame, calls: pl.Data
     """Per group of the experiment's (panels) and mode x variant: how many calls are planned,
     parsed, never sent, sent with no answer and answered but not parsed, and the citations of
     the parsed ones per exact-level reason, summed; the panels' keys; the reasons that occur."""
-    counts = (citations.group_by("call_id", "reason").len()
-              .pivot(on="reason", index="call_id", values="len"))
+    counts = reason_counts(citations)
     reasons = [r for r in REASON_COLORS if r in counts.columns]
     marks = (per_call.select("call_id", "case", "lang", "mode", "variant", "parsed")
              .join(calls.select("call_id", "status"), on="call_id", how="left")

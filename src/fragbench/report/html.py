@@ -267,16 +267,22 @@ def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
             by_call.setdefault(cite["call_id"], []).append(cite)
     texts: list[str] = []
     text_index: dict[str, int] = {}
+
+    def stored(text: str) -> int:
+        """`text`'s index in `texts`, stored (redacted) the first time it is met."""
+        index = text_index.get(text)
+        if index is None:
+            index = text_index[text] = len(texts)
+            texts.append(red(text))
+        return index
+
     rows = []
     for row in calls.sort("seq").to_dicts():
         cites = by_call.get(row["call_id"], [])
         frags = []
         for fragment in _fragments(row, cites):
             whole = "".join(p["text"] for p in fragment["pieces"])
-            index = text_index.get(whole)
-            if index is None:
-                index = text_index[whole] = len(texts)
-                texts.append(red(whole))
+            index = stored(whole)
             entry: list[Any] = [red(fragment["fact_id"]), index]
             if any(p["citations"] for p in fragment["pieces"]) and texts[index] == whole:
                 # A piece by its length in UTF-16 code units (what JavaScript's slice
@@ -300,11 +306,7 @@ def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
         }
         asked = (questions or {}).get((row["case"], row["lang"]))
         if asked is not None:
-            index = text_index.get(asked)
-            if index is None:
-                index = text_index[asked] = len(texts)
-                texts.append(red(asked))
-            view["q"] = index
+            view["q"] = stored(asked)
         for column in CALL_TEXT:
             if row[column] is not None and row[column] != "":
                 view[column] = red(row[column])
@@ -348,14 +350,14 @@ def _groups(series_dir: Path, tables: dict[str, pl.DataFrame]
     one, but a cases.parquet written by hand may hold any name, and a group key becomes an
     attribute name (`data-group-KEY`) and a filter's id. Leaving it out (rather than refusing)
     keeps the rest of the page, which the column does not touch, readable."""
+    import polars as pl
+
     from fragbench.corpus.columnar import GROUP_KEY
     from fragbench.series.folder import read_table
 
     cases = tables.get("cases")
     if cases is None and (series_dir / "cases.parquet").is_file():
         cases = read_table(series_dir, "cases", "cases.parquet")  # one line if damaged
-    import polars as pl
-
     if cases is None or "case" not in cases.columns:
         return [], None, []
     keys = [c for c in cases.columns if c != "case" and GROUP_KEY.fullmatch(c)]
@@ -457,15 +459,17 @@ def _availability(availability: pl.DataFrame) -> dict[str, Any]:
                         (pl.col("n_conditions_supplied") == pl.col("n_conditions")).sum()
                         .alias("whole"), pl.len().alias("passages"))
                    .sort("_size", "_top", nulls_last=True))
+    # One column per setting, the full passage last (null sorts last), always shown: a
+    # series planned without full calls has its column empty, with zero totals.
+    settings = per_setting.to_dicts()
+    if not settings or settings[-1]["_size"] is not None:
+        settings.append({"_size": None, "_top": None, "main": False, "supplied": 0,
+                         "conditions": 0, "whole": 0, "passages": 0})
     columns = [{"key": (r["_size"], r["_top"]),
                 "label": "full passage" if r["_size"] is None else f"{r['_size']}/{r['_top']}",
-                "main": r["_size"] is not None and r["main"]} for r in per_setting.to_dicts()]
-    if not any(c["key"] == (None, None) for c in columns):
-        columns.append({"key": (None, None), "label": "full passage", "main": False})
+                "main": r["_size"] is not None and r["main"]} for r in settings]
     totals = [{k: r[k] for k in ("supplied", "conditions", "whole", "passages")}
-              for r in per_setting.to_dicts()]
-    if len(totals) < len(columns):
-        totals.append({"supplied": 0, "conditions": 0, "whole": 0, "passages": 0})
+              for r in settings]
     passages = keyed.select("case", "lang", "variant").unique()
     shown = passages.sort("case", "lang", "variant").head(AVAILABILITY_SHOWN)
     cells: dict[tuple[Any, ...], dict[str, Any]] = {}

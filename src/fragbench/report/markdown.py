@@ -36,8 +36,10 @@ from fragbench.report.data import (  # shared with report.html; tests read them 
     load_tables,
     measure_sections,
     plain_cell,
+    reason_counts,
     repetitions_phrase,
     rows_said,
+    with_case_groups,
 )
 from fragbench.report.figures import figure_words, has_cuts, setting_order
 from fragbench.report.html import REPORT_HTML, write_html_report
@@ -228,8 +230,7 @@ def _citations_section(tables: dict[str, pl.DataFrame], calls: pl.DataFrame,
                 .join(calls.select("call_id", "status"), on="call_id", maintain_order="left")
                 .filter(pl.col("status") != "not_sent")
                 .sort("case", "lang", "mode", "variant", "rep"))
-    reasons = (tables["citations"].group_by("call_id", "reason").len()
-               .pivot(on="reason", index="call_id", values="len"))
+    reasons = reason_counts(tables["citations"])
     missing = [r for r in REASONS if r not in reasons.columns]
     reasons = reasons.with_columns(pl.lit(None, pl.UInt32).alias(r) for r in missing)
     exact = per_call.join(reasons, on="call_id", how="left", maintain_order="left").with_columns(
@@ -394,17 +395,10 @@ GROUP_KEYS = ("lang", "variant", "mode")
 
 def _with_groups(frame: pl.DataFrame, groups: pl.DataFrame | None) -> tuple[pl.DataFrame,
                                                                             list[str]]:
-    """`frame` with the corpus's case groups joined on `case` (when both have it), and the
+    """`frame` with the corpus's case groups joined on `case` (`with_case_groups`), and the
     keys to sum it by: the case groups, then language, variant and mode (those it has)."""
-    keys: list[str] = []
-    if groups is not None and "case" in frame.columns and "case" in groups.columns:
-        extra = [c for c in groups.columns if c != "case" and c not in frame.columns]
-        if extra:
-            frame = frame.join(groups.select("case", *extra), on="case", how="left",
-                               maintain_order="left")
-            keys += extra
-    keys += [k for k in GROUP_KEYS if k in frame.columns]
-    return frame, keys
+    frame, keys = with_case_groups(frame, groups)
+    return frame, [*keys, *(k for k in GROUP_KEYS if k in frame.columns)]
 
 
 def capped_table(frame: pl.DataFrame, what: str, parquet: str, groups: pl.DataFrame | None,
