@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support.cli import error_lines, run_cli
 
-from fragbench.budget.ledger import _amount
+from fragbench.budget.ledger import amount_of
 from fragbench.errors import EXIT_REFUSED, EXIT_USAGE, ConfigError, SeriesError
 from fragbench.experiment.config import _Reader
 from fragbench.files import file_name_problem
@@ -74,6 +74,6 @@ def test_config_journal_and_ledger_read_an_amount_alike(amount: str, tmp_path: P
                            "12.5.1", "0x10", "NaN", "Infinity", "")
     assert config_takes(amount) is plain
     assert journal_takes(amount, tmp_path) is plain
-    assert (_amount(amount) is not None) is plain
+    assert (amount_of(amount) is not None) is plain
     if plain:
-        assert _amount(amount) == Decimal(amount)
+        assert amount_of(amount) == Decimal(amount)

@@ -139,7 +139,7 @@ def _is_repair(record: Any) -> bool:
     return isinstance(record, dict) and record.get("type") == "repair"
 
 
-def _amount(value: Any) -> Decimal | None:
+def amount_of(value: Any) -> Decimal | None:
     """A non-negative finite decimal written as a string, or None when it is not one."""
     if not isinstance(value, str) or PLAIN_AMOUNT.fullmatch(value) is None:
         return None  # Decimal() would also read "١٢", "1_2", " 12" and "1e2"
@@ -308,7 +308,7 @@ class LedgerBase:
         """What is wrong with a `ceiling` record (`new`: its ceiling_usd read as an amount),
         said after "record N" or "refused to write a raise that"; None when it is a raise of
         the ceiling in force, with a reason."""
-        old = _amount(record.get("previous_ceiling_usd"))
+        old = amount_of(record.get("previous_ceiling_usd"))
         if new is None:
             return f"has an invalid ceiling_usd ({record.get('ceiling_usd')!r})"
         if self.ceiling is None or old != self.ceiling:
@@ -328,7 +328,7 @@ class LedgerBase:
         record that is no raise of the ceiling in force (a bug that wrote it would leave a
         ledger no run can read again)."""
         if record.get("type") == "ceiling":
-            problem = self._raise_problem(record, _amount(record.get("ceiling_usd")))
+            problem = self._raise_problem(record, amount_of(record.get("ceiling_usd")))
             if problem is not None:
                 raise LedgerError(f"ledger {self.where}: refused to write a raise that "
                                   f"{problem} (nothing was written).")
@@ -348,7 +348,7 @@ class LedgerBase:
                           f"{key[1]} of series {key[0]} (nothing was written).")
 
     def _money(self, record: dict[str, Any], field: str, line: int) -> Decimal:
-        amount = _amount(record.get(field))
+        amount = amount_of(record.get(field))
         if amount is None:
             raise self._fail(f"{self.unit} {line} has an invalid {field} "
                              f"({record.get(field)!r})")
@@ -365,7 +365,8 @@ class LedgerBase:
             raise self._fail(f"{self.unit} {line} should open the ledger with its budget")
         if record.get("id") != self.budget_id:
             raise self._fail(f"belongs to budget {record.get('id')!r}, not {self.budget_id!r}")
-        ceiling, prior = _amount(record.get("ceiling_usd")), _amount(record.get("prior_spend_usd"))
+        ceiling = amount_of(record.get("ceiling_usd"))
+        prior = amount_of(record.get("prior_spend_usd"))
         if ceiling is None or prior is None:
             raise self._fail(f"{self.unit} {line} has an invalid ceiling or prior spend")
         self.ceiling, self.prior, self.first_ceiling = ceiling, prior, ceiling
@@ -692,7 +693,7 @@ def settle(ledger: LedgerBase, series_uid: str, series: str,
                  if uid == series_uid}
         for call, amount in open_.items():
             mine = reserved.get(call)
-            if mine is not None and _amount(mine.get("reserved_usd")) != amount:
+            if mine is not None and amount_of(mine.get("reserved_usd")) != amount:
                 raise LedgerError(
                     f"ledger {ledger.where}: reserves call {call} of series {series_uid} at "
                     f"{usd(amount)} USD, its journal at {mine.get('reserved_usd')} USD: they "

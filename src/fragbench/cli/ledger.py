@@ -142,20 +142,14 @@ ReasonOption = Annotated[str, typer.Option(
 
 
 def _ceiling_value(text: str) -> Decimal:
-    """--ceiling as an amount: the digits 0-9, maybe a point and decimals, above zero."""
-    from decimal import InvalidOperation
-
-    from fragbench.columns import PLAIN_AMOUNT
+    """--ceiling as an amount: the digits 0-9, maybe a point and decimals, above zero (read
+    as the ledger reads its own amounts)."""
+    from fragbench.budget.ledger import amount_of
     from fragbench.errors import UsageError
 
     shown = text if len(text) <= 40 else text[:40] + "..."
-    amount = None
-    if PLAIN_AMOUNT.fullmatch(text) is not None:
-        try:
-            amount = Decimal(text)
-        except InvalidOperation:
-            amount = None
-    if amount is None or not amount.is_finite() or amount <= 0:
+    amount = amount_of(text)
+    if amount is None or amount <= 0:
         raise UsageError(f"--ceiling {shown!r} is not an amount in USD above zero: write it with "
                          "the digits 0-9, maybe a point and decimals (\"25\", \"12.50\"); "
                          "nothing was written.")
