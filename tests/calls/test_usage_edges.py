@@ -129,11 +129,11 @@ def test_a_price_in_other_digits_is_refused_when_the_config_is_read(
 
 def test_a_ledger_amount_in_other_digits_is_no_amount() -> None:
     """The ledger's reader takes an amount only as `usd` writes it."""
-    from fragbench.budget.ledger import _amount
+    from fragbench.budget.ledger import amount_of
 
-    assert _amount("0.015") is not None and _amount("12") is not None
+    assert amount_of("0.015") is not None and amount_of("12") is not None
     for forged in ("\u0661\u0662", "\uff11\uff12", "1_2", " 12", "12 ", "1e2", "NaN", "+1"):
-        assert _amount(forged) is None, forged
+        assert amount_of(forged) is None, forged
 
 
 @pytest.mark.parametrize("text", ["2\u3000GiB", "\u00a064KiB", "\uff12GiB", "\u0662GiB"])
