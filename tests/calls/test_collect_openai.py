@@ -24,6 +24,8 @@ from fragbench.budget.ledger import ledger_path
 from fragbench.experiment.config import load_experiment
 from fragbench.experiment.plan import verify
 from fragbench.experiment.requests import canonical_json
+from fragbench.series import folder
+from fragbench.series.journal import read_journal
 from fragbench.testing.loopback import (
     Server,
     default_usage,
@@ -94,6 +96,28 @@ def test_clean_run_sends_72_requests_exactly_as_frozen(experiment: Path, server:
     info = json.loads((series_dir / "series.json").read_text(encoding="utf-8"))
     assert info["endpoint"] == server.base_url + "/"
     assert info["is_model"] is True
+
+
+def test_each_body_is_journaled_once_and_read_from_its_received_record(
+        experiment: Path, server: Server) -> None:
+    result, series_dir = collect(experiment, server)
+    assert result.returncode == 0, result.stderr
+    records = read_journal(series_dir / "journal.jsonl")
+    bodies = {r["seq"]: r["raw"] for r in records if r["type"] == "received"}
+    outcomes = [r for r in records if r["type"] == "outcome"]
+    assert len(bodies) == len(outcomes) == 72
+    assert not [r["seq"] for r in outcomes if "raw" in r]  # written once, in `received`
+    journal = (series_dir / "journal.jsonl").read_text(encoding="utf-8")
+    assert all(journal.count(json.dumps(body)[1:-1]) == 1 for body in bodies.values())
+    calls_table = calls_of(series_dir)
+    assert calls_table["raw_response"].to_list() == [bodies[n] for n in range(1, 73)]
+    assert all(json.loads(body)["id"] for body in calls_table["raw_response"])
+    # A journal from before the rule repeats each body in its outcome: it reads the same.
+    plan = json.loads((series_dir / "plan.json").read_text(encoding="utf-8"))
+    before = [{**r, "raw": bodies[r["seq"]]} if r["type"] == "outcome" else r for r in records]
+    old = folder.calls_table(plan, info := folder.read_json(series_dir / "series.json"), before)
+    assert old.equals(folder.calls_table(plan, info, records))
+    assert old.sort("seq")["raw_response"].to_list() == calls_table["raw_response"].to_list()
 
 
 STOPS: dict[str, tuple[Any, str, bool | Fraction]] = {

@@ -480,6 +480,9 @@ class _Flight:
     (each may be billed), whatever the session then returns."""
     unreceived: tuple[dict[str, Any], BaseException] | None = None
     """A body that arrived and could not be journaled, with the error."""
+    journaled: str | None = None
+    """The last body journaled for it (a `received` record's raw): its outcome does not write
+    it again (`_once`)."""
     result: tuple[bool, Any] | None = None
     """(True, the Reply) or (False, what `send` raised), once `send` returned."""
     began: bool = False
@@ -488,6 +491,14 @@ class _Flight:
     withdrawn: bool = False
     """Its thread could not be started (recorded never sent): if it runs after all, it sends
     nothing."""
+
+
+def _once(raw: str | None, flight: _Flight) -> dict[str, str | None]:
+    """An outcome's `raw`: absent when it is the body already journaled for the call (its
+    last `received` record, which readers fall back to), so that each body is written and
+    fsync'ed once; kept when it differs (a failure's first bytes, a body the session changed)
+    or when no body was journaled."""
+    return {} if raw is not None and raw == flight.journaled else {"raw": raw}
 
 
 STOP_RANK = ("technical_failure", "changed_model", "unknown_cost", "budget", "interrupted")
@@ -713,6 +724,7 @@ class _Collection:
             except BaseException as exc:
                 flight.unreceived = (record, exc)
                 raise
+            flight.journaled = raw
 
     def receiver(self, flight: _Flight) -> Callable[[str, int], None]:
         """The session's `on_body` for one call (one call in flight: set before each)."""
@@ -831,7 +843,7 @@ class _Collection:
         """Record what came back for `flight` (it has returned) and note any stop it causes."""
         del self.flights[flight.call.seq]
         self.give_up(flight)
-        call = self.current = flight.call
+        self.current = flight.call
         if flight.unreceived is not None:
             self.pending, cause = flight.unreceived
             raise _NotRecorded(cause)
@@ -846,7 +858,7 @@ class _Collection:
         elif flight.bodies > 1:
             stop = self.failed(flight, self.retried(flight, value))
         else:
-            stop = self.answered(call, flight.reserved, value)
+            stop = self.answered(flight, value)
         if stop is not None:
             self.stops.append(stop)
 
@@ -1049,7 +1061,7 @@ class _Collection:
             else "no usable response: counted at its reservation" if times == 1
             else f"{times} requests for one call: counted at {times} times its reservation",
             "never_sent": failure.never_sent,
-            "raw": failure.raw,
+            **_once(failure.raw, flight),
         }
         self.record(self.pending)
         self.pending = None
@@ -1057,8 +1069,8 @@ class _Collection:
         self.progress(call, "failed")
         return Stop("technical_failure", failure.message, call.id, call.seq)
 
-    def answered(self, call: PlannedCall, reserved: Decimal, reply: Reply) -> Stop | None:
-        backend = self.backend
+    def answered(self, flight: _Flight, reply: Reply) -> Stop | None:
+        call, reserved, backend = flight.call, flight.reserved, self.backend
         amount, unknown, counted = _priced(reply, backend, reserved,
                                            self.input_bounds.get(call.seq))
         if reply.status not in ANSWERED and backend.pricing is not None:
@@ -1072,7 +1084,7 @@ class _Collection:
             "cost_usd": None if amount is None else usd(amount), "counted_usd": usd(counted),
             "cost_unknown": unknown, "text": reply.text, "refusal": reply.refusal,
             "incomplete_reason": reply.incomplete_reason, "error": reply.error,
-            "raw": reply.raw,
+            **_once(reply.raw, flight),
         }
         self.record(self.pending)
         self.pending = None

@@ -115,9 +115,9 @@ CALLS_SCHEMA: dict[str, tuple[Any, str]] = {
     "refusal": (pl.String, "refusal text, if the model refused"),
     "incomplete_reason": (pl.String, "incomplete_details.reason"),
     "text": (pl.String, "the raw answer text"),
-    "raw_response": (pl.String, "the raw response body (JSON), never a header; for a call "
-                                "whose outcome was never recorded (status interrupted), the "
-                                "body as it arrived, if it did"),
+    "raw_response": (pl.String, "the raw response body (JSON), never a header: the outcome's "
+                                "own, else the body as it arrived (journaled once, also for "
+                                "a call whose outcome was never recorded), if it did"),
     "redacted": (pl.Boolean, "a secret was redacted from this call's recorded outcome: its "
                              "text may differ from what came back (a citation may no longer "
                              "hold word for word); null when not sent"),

@@ -8,9 +8,11 @@ whose reservation is on disk without an outcome counts as spent at its reservati
 Records (`type`), each with its time `at`: `header` (series, series_uid, experiment, budget,
 backend, plan hash, calls), `reserve` (call_id, seq, reserved_usd), `received` (call_id, seq,
 http_status, raw: a body as it arrived, before anything parsed it), `outcome` (call_id, seq,
-status, cost_usd or null, counted_usd, the reply), `stop` (reason, detail, call_id, seq), `end`,
-and `repair` (closes a line torn by a crash). The budget's own ledger, shared by every series
-drawing on it, is `fragbench.budget.ledger`.
+status, cost_usd or null, counted_usd, the reply; its `raw` only where it is not the call's
+last `received` body, so that each body is written once: readers take that body when `raw` is
+absent, and an outcome written before this rule, which repeats it, reads the same), `stop`
+(reason, detail, call_id, seq), `end`, and `repair` (closes a line torn by a crash). The
+budget's own ledger, shared by every series drawing on it, is `fragbench.budget.ledger`.
 
 Before anything is written, secrets are redacted (`fragbench.redact`), and text that is not
 valid Unicode is escaped (`valid_text`): a lone surrogate is kept as the six characters
