@@ -5,6 +5,12 @@
    calls (default 10,000) at 32 in flight, through `fragbench.run.run`. Reported: the time
    from the first reservation to the last outcome (journal timestamps), against the ideal
    calls x 0.2 s / 32.
+   Side by side, against the same server process at the same load: a minimal client
+   (`http.client`, one persistent connection per thread, `in_flight` threads, each response
+   read whole and parsed as JSON, nothing recorded) sending the same number of requests of
+   the same size: the floor a collector cannot beat. Target (issue 26): fragbench's
+   collecting time within 10 % of the minimal client's at 32 in flight. `--in-flight` takes
+   several values (issue 26 also names a 10,000-call series at 64 in flight).
 2. The collector's own time per call: `fragbench.calls.collector.collect` with an in-process session
    that answers at once (no network), one call in flight, at 100, 1,000 and 10,000 calls,
    each on a fresh ledger and on a ledger holding 200 earlier series (72 calls each, every
@@ -22,16 +28,20 @@ Run: `.venv/bin/python benchmarks/bench_concurrency.py [--calls 10000] [--in-fli
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "fbbench-loopback-only-not-a-key-0123456789"
@@ -93,6 +103,8 @@ def loopback(calls: int, in_flight: int, latency: float) -> dict[str, Any]:
             started = time.perf_counter()
             result = run(exp, series="openai", out=root / "outputs")
             whole = time.perf_counter() - started
+            body = request_body(exp)
+            floor = minimal_client(os.environ["OPENAI_BASE_URL"], body, result.sent, in_flight)
         finally:
             server.stdin.close()  # type: ignore[union-attr]
             server.wait()
@@ -103,7 +115,53 @@ def loopback(calls: int, in_flight: int, latency: float) -> dict[str, Any]:
         n = result.sent
         ideal = n * latency / in_flight
         return {"calls": n, "stop": result.stop, "collecting_s": collecting,
-                "ideal_s": ideal, "over_ideal": collecting / ideal - 1, "whole_run_s": whole}
+                "ideal_s": ideal, "over_ideal": collecting / ideal - 1, "whole_run_s": whole,
+                "minimal_s": floor, "over_minimal": collecting / floor - 1}
+
+
+def request_body(exp: Path) -> bytes:
+    """A request as the openai SDK sends protocol 1.0's first call: the minimal client sends
+    bytes of the same size and shape."""
+    from fragbench.experiment.config import load_experiment
+    from fragbench.experiment.plan import verify
+
+    request = verify(load_experiment(exp))[1][0].request
+    return json.dumps({
+        "model": "gpt-6-astra", "instructions": request.instructions, "input": request.input,
+        "max_output_tokens": 1200, "reasoning": {"effort": "medium"},
+        "service_tier": "default", "store": False, "tools": [],
+        "text": {"format": {"type": "json_schema", "name": request.schema_name,
+                            "schema": request.schema, "strict": True}},
+    }, ensure_ascii=False).encode()
+
+
+def minimal_client(base_url: str, body: bytes, calls: int, in_flight: int) -> float:
+    """Seconds for `calls` POSTs of `body` to the server's /responses at `in_flight` at once
+    (module docstring, 1): what a client that records nothing takes against the same server."""
+    url = urlsplit(base_url)
+    path = url.path.rstrip("/") + "/responses"
+    numbers = iter(range(calls))
+    lock = threading.Lock()
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
+
+    def worker() -> None:
+        conn = http.client.HTTPConnection(url.hostname, url.port)
+        while True:
+            with lock:
+                if next(numbers, None) is None:
+                    break
+            conn.request("POST", path, body=body, headers=headers)
+            reply = conn.getresponse()
+            json.loads(reply.read())
+        conn.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(in_flight)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
 class Instant:
@@ -178,7 +236,7 @@ def overhead(calls: int, earlier: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=10_000)
-    parser.add_argument("--in-flight", type=int, default=32)
+    parser.add_argument("--in-flight", type=int, nargs="+", default=[32])
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--sizes", default="100,1000,10000")
     parser.add_argument("--skip-loopback", action="store_true")
@@ -192,13 +250,17 @@ def main() -> None:
                 print(f"collector overhead: {r['calls']} calls, ledger with {earlier} earlier "
                       f"series ({r['ledger_records']} records at the end): "
                       f"{r['per_call_ms']:.2f} ms per call ({r['total_s']:.1f} s)", flush=True)
-    if not args.skip_loopback:
-        r = loopback(args.calls, args.in_flight, args.latency)
-        print(f"loopback: {r['calls']} calls at {args.in_flight} in flight, {args.latency} s "
+    for in_flight in [] if args.skip_loopback else args.in_flight:
+        r = loopback(args.calls, in_flight, args.latency)
+        print(f"loopback: {r['calls']} calls at {in_flight} in flight, {args.latency} s "
               f"each: collecting {r['collecting_s']:.1f} s, ideal {r['ideal_s']:.1f} s, "
               f"{r['over_ideal'] * 100:+.1f} % over ideal; the whole run (plan check, "
               f"retrieval, tables, report) {r['whole_run_s']:.1f} s; stop: {r['stop']}",
               flush=True)
+        met = "met" if r["over_minimal"] <= 0.10 else "NOT met"
+        print(f"minimal client, same server, {r['calls']} requests at {in_flight} in flight: "
+              f"{r['minimal_s']:.1f} s; fragbench {r['over_minimal'] * 100:+.1f} % over it"
+              + (f" (target within 10 %: {met})" if in_flight == 32 else ""), flush=True)
     print(f"load average at end: {os.getloadavg()}", flush=True)
 
 
