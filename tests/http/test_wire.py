@@ -28,7 +28,7 @@ from typing import Any
 import polars as pl
 import pytest
 from support.cli import refreeze, run_cli
-from support.series import assert_stopped_at, collect_at, outcome_of, records
+from support.series import assert_stopped_at, body_of, collect_at, records
 from support.wire_servers import RawServer, http_response, responses_answer, responses_body
 
 from fragbench.builtin.openai_backend import OpenAIBackend
@@ -115,7 +115,7 @@ def test_a_second_response_stops_the_series_at_its_call_counted_at_its_reservati
     assert "more byte(s) followed the response body" in result.stderr
     row = assert_stopped_at(result, series_dir, 2, "doubtful_response")
     assert row["cost_usd"] is None and row["counted_usd"] == row["reserved_usd"]
-    assert '"resp_0001"' in outcome_of(series_dir / "journal.jsonl", 2)["raw"]
+    assert '"resp_0001"' in body_of(series_dir / "journal.jsonl", 2)
 
 
 LIES: dict[str, Any] = {
@@ -233,7 +233,7 @@ def test_a_repeated_usage_is_never_priced_from_either_copy(current: Path) -> Non
     row = assert_stopped_at(result, series_dir, 2, "repeated_key")
     assert row["cost_usd"] is None and row["counted_usd"] == row["reserved_usd"]
     assert row["input_tokens"] is None
-    assert outcome_of(series_dir / "journal.jsonl", 2)["raw"].count('"usage"') == 2
+    assert body_of(series_dir / "journal.jsonl", 2).count('"usage"') == 2
 
 
 # -- Item 3: record first, then look, bounded ------------------------------------------------------
@@ -357,7 +357,7 @@ def test_a_bomb_and_a_surrogate_are_recorded_small_and_the_series_rebuilds(
         result, series_dir = collect_at(current, server.base_url)
     row = assert_stopped_at(result, series_dir, 2, "too_large")
     assert row["counted_usd"] == row["reserved_usd"]
-    assert outcome_of(series_dir / "journal.jsonl", 2)["raw"] == " " * 65536
+    assert body_of(series_dir / "journal.jsonl", 2) == " " * 65536
     journal = (series_dir / "journal.jsonl").read_bytes()
     assert max(len(line) for line in journal.splitlines()) < 200_000
     first = pl.read_parquet(series_dir / "calls.parquet").sort("seq").row(0, named=True)

@@ -144,3 +144,18 @@ def test_an_older_journal_s_escaped_surrogates_are_read_as_valid_text(tmp_path: 
     json.dumps(records, ensure_ascii=False).encode("utf-8")  # raises on a lone surrogate
     assert records[1]["text"] == "x\\udc80" and records[1]["usage"] == {"k\\ud83d": 1}
     assert records[1]["extra"] == ["\\ud83d"]
+
+
+def test_surrogates_encoded_as_utf8_bytes_are_read_as_valid_text(tmp_path: Path) -> None:
+    """A journal that holds a surrogate's UTF-8 bytes (ED A0 BD), not its escape: JSON reads
+    them as the surrogate, which is made valid like an escaped one."""
+    path = tmp_path / "journal.jsonl"
+    write_unchained(path, {"at": "t", "type": "reserve", "call_id": "a", "seq": 1,
+                           "reserved_usd": "1"})
+    line = json.dumps({"at": "t", "type": "outcome", "call_id": "a", "seq": 1,
+                       "status": "completed", "text": "x\ud83d"}, ensure_ascii=False)
+    with path.open("ab") as fh:
+        fh.write(line.encode("utf-8", "surrogatepass") + b"\n")
+    assert b"\xed\xa0\xbd" in path.read_bytes() and b"\\ud83d" not in path.read_bytes()
+    records = read_journal(path)
+    assert records[1]["text"] == "x\\ud83d"

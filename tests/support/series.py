@@ -93,6 +93,16 @@ def outcome_of(path: Path, seq: int) -> dict[str, Any]:
     return next(r for r in records(path) if r["type"] == "outcome" and r["seq"] == seq)
 
 
+def body_of(path: Path, seq: int) -> str | None:
+    """Call `seq`'s recorded body as the tables read it: its outcome's own `raw`, else its
+    last `received` one (each body is journaled once)."""
+    outcome = outcome_of(path, seq)
+    if "raw" in outcome:
+        return outcome["raw"]
+    bodies = [r["raw"] for r in records(path) if r["type"] == "received" and r["seq"] == seq]
+    return bodies[-1] if bodies else None
+
+
 def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 

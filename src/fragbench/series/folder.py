@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from fragbench.series.journal import (
     CHAIN_FIELDS,
     FORMAT_FIELD,
     JOURNAL_FILE,
+    SURROGATE_ESCAPE,
     chain_note,
     exact_money,
     read_journal,
@@ -145,8 +145,6 @@ def require_series(series_dir: Path) -> None:
                           "OUT/<experiment>/<series>, e.g. outputs/demo/protocol-1.0/extractive.")
 
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
 
 def read_json(path: Path) -> Any:
     """A series' JSON file (series.json, status.json, plan.json, measures.json), its text made
@@ -158,7 +156,7 @@ def read_json(path: Path) -> Any:
         # A surrogate can come only from a \\uD800-\\uDFFF escape (the text is UTF-8): a file
         # with none (every file fragbench writes) skips the walk, which costs a Python call
         # per string of a large plan.
-        return valid_unicode(value) if _SURROGATE_ESCAPE.search(text) else value
+        return valid_unicode(value) if SURROGATE_ESCAPE.search(text) else value
     except (OSError, ValueError) as exc:
         raise SeriesError(f"{path}: cannot be read as JSON ({exc}); is this a series folder?") \
             from None
@@ -254,8 +252,9 @@ def _recorded_row(cid: str, outcome: dict[str, Any] | None, res: dict[str, Any] 
     known = money(out.get("cost_usd"), f"{where}, cost_usd")
     recorded = out.get("counted_usd", out.get("cost_usd"))
     counted = money(recorded, f"{where}, counted_usd") if recorded is not None else reserved
-    parsed = parse_answer(out.get("text")) if out else None
-    row: dict[str, Any] = valid_unicode({
+    text = out.get("text")
+    parsed = parse_answer(text) if out else None
+    row: dict[str, Any] = {
         "call_id": cid, "status": status,
         "stop_reason": stop.get("reason"), "stop_detail": stop.get("detail"),
         "failure": out.get("failure"),
@@ -276,8 +275,11 @@ def _recorded_row(cid: str, outcome: dict[str, Any] | None, res: dict[str, Any] 
         "text": out.get("text"), "raw_response": raw,
         "redacted": bool(out.get("redacted") or arrived.get("redacted"))
         if out or arrived else None,
-    })
-    return row
+    }
+    # The records are `read_journal`'s, valid already; only an answer parsed from text that
+    # escapes a surrogate can bring one in.
+    return valid_unicode(row) if isinstance(text, str) and SURROGATE_ESCAPE.search(text) \
+        else row
 
 
 def _sentences_where_unlisted(calls: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:

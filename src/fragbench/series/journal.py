@@ -128,6 +128,21 @@ def _sealed(line: bytes) -> bool:
 # Text that is not valid Unicode ------------------------------------------------------------
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""Where JSON text (valid Unicode itself) can decode to a lone surrogate: only a \\uD800-
+\\uDFFF escape. Text without one skips `valid_unicode`'s walk, which costs a Python call per
+string."""
+_ESCAPE_IN_LINE = re.compile(rb"\\u[dD][89a-fA-F]")
+_ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
+
+
+def _may_hold_surrogate(line: bytes) -> bool:
+    """`SURROGATE_ESCAPE` for a journal line's bytes, which `json.loads` decodes with
+    surrogatepass: an escape, or a surrogate encoded as UTF-8 bytes (ED A0-BF). The
+    substring tests first: a regular expression over every byte of a large journal costs
+    more than the read."""
+    return (b"\\u" in line and _ESCAPE_IN_LINE.search(line) is not None) or (
+        b"\xed" in line and _ENCODED_SURROGATE.search(line) is not None)
 
 
 def valid_text(text: str) -> str:
@@ -598,7 +613,8 @@ def _read(path: Path, plan_calls: Mapping[str, int] | None) -> tuple[_Reader, by
         elif record is None:
             raise reader.fail(number, None, "is not a journal record")
         else:
-            record = valid_unicode(record)
+            if _may_hold_surrogate(line):  # most lines hold none: no walk
+                record = valid_unicode(record)
             reader.check(number, record, line)
             reader.records.append(record)
     return reader, tail
