@@ -166,7 +166,7 @@ class Languages:
     def summary(self) -> str:
         """One line for the terminal: each language's count and how it was decided."""
         counts = ", ".join(f"{lang} {n}" for lang, n in sorted(self.counts.items(),
-                                                                  key=lambda x: -x[1]))
+                                                                  key=lambda x: (-x[1], x[0])))
         how = []
         if self.on_line:
             how.append(f"{self.on_line} from their line's lang")
