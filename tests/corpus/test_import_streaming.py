@@ -231,6 +231,7 @@ def test_a_jsonl_lines_own_lang_wins_then_lang_then_detection(tmp_path: Path) ->
     ran = run_cli("import", "jsonl", str(source), "--out", str(out))
     assert ran.returncode == 0, ran.stderr
     assert [next(iter(c.langs)) for c in load_corpus([out])] == ["de", "fr", "ar"]
+    assert _manifest(out)["input_sha256"] == _sha(source)
     said = _manifest(out)["languages"]
     assert said["cases"] == {"ar": 1, "de": 1, "fr": 1} and said["from_lines"] == 1
     assert said["detected"]["cases"] == 2
