@@ -55,8 +55,6 @@ class Input:
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
         self._lines = 1
         """Line of the bytes read so far (for NotUtf8)."""
-        self.read_bytes = 0
-        self.size = path.stat().st_size
 
     def __enter__(self) -> Input:
         return self
@@ -66,7 +64,6 @@ class Input:
 
     def _seen(self, data: bytes, final: bool = False) -> None:
         self._sha.update(data)
-        self.read_bytes += len(data)
         try:
             self._utf8.decode(data, final)
         except UnicodeDecodeError as exc:
