@@ -12,11 +12,19 @@ is that process's maximum resident set size):
    process (sentence frame, chunking with the core's checks, the scorer's `score`,
    selection), each step's time and the resident memory after it.
 
+With `--scale`, only the import, at HotpotQA's training-set scale: N questions (default
+119,000: about 540 MB of JSON, the size of `hotpot_train_v1.1.json`; these generated questions
+average 40 sentences, more than HotpotQA's, so the file holds more sentences than the real one)
+streamed to a file in `--tmp` (default /dev/shm) without holding them, then one `fragbench
+import hotpotqa` process: its wall time and peak RSS (`wait4`), against the target of 1 GiB.
+
 Run: `.venv/bin/python benchmarks/bench_import.py [N] [--repeat R] [--phases] [--before DIR]`
-(N = 10000). `--before DIR` runs each matrix once more with the package of another source tree
-(DIR holding `fragbench/`, e.g. `git archive COMMIT src | tar -x -C /tmp/before` then
-`--before /tmp/before/src`), right after this tree's, on the same corpus and load. Results go
-to benchmarks/RESULTS.md by hand; nothing is asserted.
+(N = 10000), or `.venv/bin/python benchmarks/bench_import.py --scale [N] [--tmp DIR]
+[--lang CODE]` (`--lang`: the import without language detection). `--before DIR` runs each
+matrix once more with the package of another source tree (DIR holding `fragbench/`, e.g.
+`git archive COMMIT src | tar -x -C /tmp/before` then `--before /tmp/before/src`), right
+after this tree's, on the same corpus and load. Results go to benchmarks/RESULTS.md by hand;
+nothing is asserted.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.hotpotqa_data import generate, write  # noqa: E402
+from support.hotpotqa_data import generate, questions, write, write_stream  # noqa: E402
 
 MATRIX = """
 import json, sys, time
@@ -83,13 +91,21 @@ print(json.dumps(said))
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("n", nargs="?", type=int, default=10_000)
+    parser.add_argument("n", nargs="?", type=int)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--phases", action="store_true")
     parser.add_argument("--before", type=Path)
+    parser.add_argument("--scale", action="store_true")
+    parser.add_argument("--lang", help="with --scale: pass --lang (no detection)")
+    parser.add_argument("--tmp", type=Path, default=Path("/dev/shm") if Path("/dev/shm").is_dir()
+                        else None)
     options = parser.parse_args()
     python = sys.executable
     fragbench = str(Path(python).parent / "fragbench")
+    if options.scale:
+        scale(fragbench, options.n or 119_000, options.tmp, options.lang)
+        return
+    options.n = options.n or 10_000
     with tempfile.TemporaryDirectory(prefix="fbimport-") as tmp:
         source = write(Path(tmp) / "hotpot.json", generate(options.n))
         print(f"{options.n} questions, {source.stat().st_size / 2**20:.1f} MiB of JSON; "
@@ -118,6 +134,31 @@ def main() -> None:
                     f"{name} {secs:.2f} s (then {rss:.0f} MiB)"
                     for name, (secs, rss) in steps.items()) + f"; peak {peak:.0f} MiB")
         print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+def scale(fragbench: str, n: int, tmp: Path | None, lang: str | None) -> None:
+    """One import of n generated questions, streamed to a file first (module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="fbimport-scale-", dir=tmp) as folder:
+        source = Path(folder) / "hotpot_train.json"
+        start = time.perf_counter()
+        write_stream(source, questions(n))
+        print(f"{n} questions generated: {source.stat().st_size / 1e6:.0f} MB "
+              f"({source.stat().st_size / 2**20:.0f} MiB) of JSON in "
+              f"{time.perf_counter() - start:.0f} s; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        out = Path(folder) / "corpus"
+        wall, peak = timed([fragbench, "import", "hotpotqa", str(source), "--out", str(out),
+                            *(("--lang", lang) if lang else ())])
+        manifest = json.loads((out / "import.json").read_text(encoding="utf-8"))
+        detected = manifest["languages"].get("detected")
+        sizes = {p.name: p.stat().st_size / 2**20 for p in sorted(out.iterdir())}
+        print(f"import: {wall:.1f} s wall, peak RSS {peak:.0f} MiB (target 1024 MiB: "
+              f"{'met' if peak < 1024 else 'NOT met'}); {manifest['cases']} cases, "
+              f"{manifest['sentences']} sentences, languages {manifest['languages']['cases']}"
+              + (f", lowest confidence {detected['lowest_confidence']}" if detected else
+                 " (--lang)"))
+        print("files: " + ", ".join(f"{name} {mib:.0f} MiB" for name, mib in sizes.items()))
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
 
 
 def timed_out(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:

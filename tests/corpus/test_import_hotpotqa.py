@@ -258,7 +258,7 @@ def test_an_existing_out_is_refused_and_left_alone(tmp_path: Path) -> None:
 def test_jsonl_format_and_generic_import(tmp_path: Path) -> None:
     out = _import(tmp_path, FIXTURE, "--format", "jsonl")
     assert sorted(p.name for p in out.iterdir()) == ["cases.jsonl", "import.json",
-                                                     "sentences.jsonl"]
+                                                     "paragraphs.jsonl", "sentences.jsonl"]
     assert [c.id for c in load_corpus([out])] == [q["_id"] for q in FIXTURE[:3]]
 
     lines = [{"id": "q1", "question": "Which river?", "conditions": ["b"],
@@ -269,7 +269,7 @@ def test_jsonl_format_and_generic_import(tmp_path: Path) -> None:
     source = tmp_path / "cases.jsonl"
     source.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
     generic = tmp_path / "generic"
-    ran = run_cli("import", "jsonl", str(source), "--out", str(generic))
+    ran = run_cli("import", "jsonl", str(source), "--out", str(generic), "--lang", "en")
     assert ran.returncode == 0, ran.stderr
     q1, q2 = load_corpus([generic])
     assert q1.variants["A"] == ("a", "b", "c") and sorted(q1.variants["B"]) == ["a", "b", "c"]
@@ -278,7 +278,8 @@ def test_jsonl_format_and_generic_import(tmp_path: Path) -> None:
 
     lines[1]["conditions"] = ["y"]
     source.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    ran = run_cli("import", "jsonl", str(source), "--out", str(tmp_path / "refused"))
+    ran = run_cli("import", "jsonl", str(source), "--out", str(tmp_path / "refused"), "--lang",
+                  "en")
     assert ran.returncode == EXIT_REFUSED
     assert error_lines(ran.stderr)[0].startswith(f"fragbench: {source}: line 2: conditions "
                                                  "names \"y\"")
@@ -300,6 +301,10 @@ def test_the_documented_fact_id_is_the_one_computed() -> None:
 
 
 def _generic(tmp_path: Path, lines: list[dict], *extra: str) -> tuple[Path, Path, object]:
+    """`lines` imported; `--lang en` unless `extra` names the language (these lines are too
+    short for the detector to be sure)."""
+    if not {"--lang", "--fallback-lang", "--detect-among"} & set(extra):
+        extra = (*extra, "--lang", "en")
     tmp_path.mkdir(exist_ok=True)
     source = tmp_path / "generic.jsonl"
     source.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines),
@@ -422,10 +427,15 @@ def test_the_import_summary_counts_in_words(tmp_path: Path) -> None:
     out = tmp_path / "one"
     ran = run_cli("import", "hotpotqa", str(source), "--out", str(out))
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout == (f"1 case, 1 sentence written to {out}; skipped: 0 questions without "
-                          "a usable supporting fact, 1 supporting fact naming no sentence, 1 "
-                          f"blank sentence (listed in {out / 'import.json'})\n")
+    assert ran.stdout.splitlines() == [
+        f"1 case, 1 sentence written to {out}; skipped: 0 questions without a usable supporting "
+        f"fact, 1 supporting fact naming no sentence, 1 blank sentence (listed in "
+        f"{out / 'import.json'})",
+        "languages: en 1 (1 detected by py3langid 0.4.0 among 31 languages, lowest confidence "
+        "0.986 (5a8b57f25542995d1e6f9999), 1 under 0.99)",
+        "paragraphs: not kept apart, chunks may cross paragraph boundaries; each sentence's "
+        f"paragraph is in {out / 'paragraphs.parquet'}"]
     lines = [{"id": "q1", "question": "Which?", "conditions": ["s1"],
               "sentences": [{"id": "s1", "text": "One."}]}]
     source, generic, ran = _generic(tmp_path / "generic", lines)
-    assert ran.stdout == f"1 case written to {generic}\n"
+    assert ran.stdout == f"1 case written to {generic}\nlanguages: en 1 (--lang)\n"

@@ -5,13 +5,15 @@ order: `_id`, `answer`, `question`, `supporting_facts`, `context`, `type`, `leve
 with the leading space the dataset keeps), authored here: bridge and comparison questions, the
 three levels, a title with spaces, punctuation and accents, a supporting fact past its
 paragraph's end, a blank sentence, and a question whose only supporting fact names no
-sentence (skipped). `generate(n)` makes n such questions, deterministically.
+sentence (skipped). `generate(n)` makes n such questions, deterministically
+(`questions(n)` one at a time, `write_stream` writes them without holding them all).
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +98,11 @@ def _sentence(rng: random.Random) -> str:
     return " ".join(rng.choices(WORDS, k=rng.randint(8, 20))).capitalize() + "."
 
 
-def generate(n: int, seed: int = 16) -> list[dict[str, Any]]:
-    """n questions in HotpotQA's shape: 10 paragraphs of 2 to 6 sentences each, two of them
-    supporting; one question in 100 also names a sentence past its paragraph's end."""
+def questions(n: int, seed: int = 16) -> Iterator[dict[str, Any]]:
+    """n questions in HotpotQA's shape, one at a time: 10 paragraphs of 2 to 6 sentences
+    each, two of them supporting; one question in 100 also names a sentence past its
+    paragraph's end."""
     rng = random.Random(seed)
-    questions = []
     for i in range(n):
         titles = [f"{rng.choice(WORDS).title()} {rng.choice(WORDS).title()} {i}-{p}"
                   for p in range(10)]
@@ -111,13 +113,28 @@ def generate(n: int, seed: int = 16) -> list[dict[str, Any]]:
         if i % 100 == 0:
             supporting.append([titles[gold[0]], 99])
         kind = "comparison" if i % 4 == 0 else "bridge"
-        questions.append({
+        yield {
             "_id": f"{i:024x}", "answer": "yes",
             "question": " ".join(rng.choices(WORDS, k=10)) + "?",
             "supporting_facts": supporting, "context": context, "type": kind,
             "level": ("easy", "medium", "hard")[i % 3],
-        })
-    return questions
+        }
+
+
+def generate(n: int, seed: int = 16) -> list[dict[str, Any]]:
+    """`questions(n, seed)` as a list."""
+    return list(questions(n, seed))
+
+
+def write_stream(path: Path, items: Iterable[dict[str, Any]]) -> Path:
+    """`write(path, list(items))`'s bytes, one question in memory at a time (a 540 MB file
+    for benchmarks/bench_import.py --scale)."""
+    with path.open("w", encoding="utf-8") as handle:
+        handle.write("[")
+        for number, item in enumerate(items):
+            handle.write((", " if number else "") + json.dumps(item, ensure_ascii=False))
+        handle.write("]")
+    return path
 
 
 def write(path: Path, questions: list[dict[str, Any]]) -> Path:

@@ -750,6 +750,36 @@ import_app = typer.Typer(help="Import a dataset as a columnar corpus folder (doc
                          no_args_is_help=True)
 app.add_typer(import_app, name="import")
 _IMPORT_FORMAT = typer.Option("--format", help="parquet or jsonl: the corpus files written.")
+_IMPORT_LANG = typer.Option(
+    "--lang", help="Every question's language code (such as en, fr, pt-BR); without it each "
+    "question's language is detected (py3langid) and counted in import.json.")
+_IMPORT_AMONG = typer.Option(
+    "--detect-among", help="Comma-separated language codes the detector chooses among "
+    "(default: 31 widely written languages, docs/corpus.md).")
+_IMPORT_FALLBACK = typer.Option(
+    "--fallback-lang", help="The language of a question the detector is unsure of (under "
+    "0.9), counted in import.json; without it such a question is refused.")
+
+
+def _languages(lang: str | None, among: str | None, fallback: str | None) -> Any:
+    from fragbench.corpus.importers.language import CANDIDATES, Languages, check_lang
+    from fragbench.errors import UsageError
+
+    if lang is not None and (among is not None or fallback is not None):
+        raise UsageError("--lang gives every question its language: --detect-among and "
+                         "--fallback-lang are for detection; pass one or the others.")
+    codes = tuple(c.strip() for c in among.split(",") if c.strip()) if among else CANDIDATES
+    if not codes:
+        raise UsageError("--detect-among names no language; give codes such as en,fr,ar.")
+    return Languages(given=None if lang is None else check_lang("--lang", lang), among=codes,
+                     fallback=None if fallback is None else check_lang("--fallback-lang",
+                                                                       fallback))
+
+
+def _import_progress(line: str) -> None:
+    from fragbench.cli.progress import emit
+
+    emit(f"import: {line}", err=True)
 
 
 @import_app.command("hotpotqa")
@@ -757,20 +787,29 @@ def import_hotpotqa(
     file: Annotated[Path, typer.Argument(help="HotpotQA distractor-setting JSON.")],
     out: Annotated[Path, typer.Option(help="The new corpus folder (must not exist).")],
     fmt: Annotated[str, _IMPORT_FORMAT] = "parquet",
+    lang: Annotated[str | None, _IMPORT_LANG] = None,
+    among: Annotated[str | None, _IMPORT_AMONG] = None,
+    fallback: Annotated[str | None, _IMPORT_FALLBACK] = None,
 ) -> None:
     """One case per question: its context sentences as facts (IDs from title and index), its
     supporting facts as conditions, variants A (as given) and B (paragraphs reversed), groups
-    type and level. Written atomically; nothing is written on a refusal."""
+    type and level, the language given (--lang) or detected. Paragraphs are not kept apart:
+    chunks may cross them; each sentence's paragraph is written to paragraphs.parquet. Read as
+    a stream, written atomically; nothing is written on a refusal."""
     from fragbench.corpus.importers.hotpotqa import import_hotpotqa as do_import
     from fragbench.corpus.importers.write import check_format
     from fragbench.retrieval.collection.sweep import counted
 
-    done = do_import(file, out, check_format(fmt))
+    languages = _languages(lang, among, fallback)
+    done = do_import(file, out, check_format(fmt), languages, _import_progress)
     say(f"{counted(done.cases, 'case')}, {counted(done.sentences, 'sentence')} written to "
         f"{out}; skipped: {counted(len(done.skipped_questions), 'question')} without a usable "
         f"supporting fact, {counted(len(done.skipped_facts), 'supporting fact')} naming no "
         f"sentence, {counted(done.blank_sentences, 'blank sentence')} (listed in "
         f"{out / 'import.json'})")
+    say(done.languages.summary())
+    say(f"paragraphs: not kept apart, chunks may cross paragraph boundaries; each sentence's "
+        f"paragraph is in {done.paragraphs}")
 
 
 @import_app.command("jsonl")
@@ -778,14 +817,23 @@ def import_jsonl(
     file: Annotated[Path, typer.Argument(help="One JSON object a line, one case each.")],
     out: Annotated[Path, typer.Option(help="The new corpus folder (must not exist).")],
     fmt: Annotated[str, _IMPORT_FORMAT] = "parquet",
+    lang: Annotated[str | None, typer.Option(
+        "--lang", help="The language code of a line without its own lang; without it such a "
+        "line's language is detected (py3langid) and counted in import.json.")] = None,
+    among: Annotated[str | None, _IMPORT_AMONG] = None,
+    fallback: Annotated[str | None, _IMPORT_FALLBACK] = None,
 ) -> None:
     """One case per line: id, question, sentences (id, text), conditions, optional groups,
-    source, license, lang; variant A as given, B a fixed shuffle by ID (docs/corpus.md)."""
+    source, license, lang (else --lang, else detected); variant A as given, B a fixed shuffle
+    by ID (docs/corpus.md). Read a line at a time, written atomically."""
     from fragbench.corpus.importers.jsonl import import_jsonl as do_import
     from fragbench.corpus.importers.write import check_format
     from fragbench.retrieval.collection.sweep import counted
 
-    say(f"{counted(do_import(file, out, check_format(fmt)), 'case')} written to {out}")
+    languages = _languages(lang, among, fallback)
+    done = do_import(file, out, check_format(fmt), languages, _import_progress)
+    say(f"{counted(done.cases, 'case')} written to {out}")
+    say(done.languages.summary())
 
 
 def _add_ledger_group() -> None:

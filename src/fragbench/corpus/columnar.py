@@ -298,14 +298,16 @@ def _check_id_list(path: Path, frame: pl.DataFrame, column: str, where: str) -> 
 
 
 def validate(cases_path: Path, sentences_path: Path, cases: pl.DataFrame,
-             sentences: pl.DataFrame) -> Frames:
-    """The folder's tables, checked (module docstring) and reshaped for the frame paths."""
+             sentences: pl.DataFrame, first_rows: tuple[int, int] = (1, 1)) -> Frames:
+    """The folder's tables, checked (module docstring) and reshaped for the frame paths.
+    `first_rows`: the row numbers of the tables' first rows, as the messages name them (an
+    import validates its tables a batch of whole cases at a time)."""
     _check_columns(sentences_path, sentences, dict.fromkeys(SENTENCE_COLUMNS, "string"))
     kinds = {**dict.fromkeys(("case", "lang", "license", "source", "question"), "string"),
              "conditions": "ids", "variants": "variants", "groups": "groups"}
     _check_columns(cases_path, cases, kinds, OPTIONAL_CASE_COLUMNS)
-    sentences = sentences.with_row_index("_row", offset=1)
-    cases = cases.with_row_index("_row", offset=1)
+    cases = cases.with_row_index("_row", offset=first_rows[0])
+    sentences = sentences.with_row_index("_row", offset=first_rows[1])
     if not cases.height:
         raise _fail(cases_path, "holds no case")
     _check_strings(sentences_path, sentences, list(SENTENCE_COLUMNS))

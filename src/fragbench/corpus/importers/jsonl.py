@@ -10,28 +10,40 @@ an object:
 128 characters, no control character, `[` or `]`, no space at either end; unique in the case;
 `fragbench.corpus.ids`) and `conditions` (non-empty, among the sentences' IDs) are required;
 `groups` (group key -> string; every case the same keys), `source` (default `the document`),
-`license` (default `unspecified`) and `lang` (default `en`) are optional; any other key is
-refused.
+`license` (default `unspecified`) and `lang` are optional; any other key is refused.
+A line's `lang` is its case's language; a line without one gets `--lang CODE` when given,
+else the language detected from its question and sentences
+(`fragbench.corpus.importers.language`; a line the detector is unsure of is refused, naming
+it, unless `--fallback-lang` is given). There is no silent `en`: what each case got is
+counted in `import.json` and on the summary line. A case's sentences are one passage, in the
+given order: the format has no paragraphs.
 Variant A is the given order; variant B the sentences sorted by the sha256 of
 `CASE_ID + "\\0" + SENTENCE_ID` (a fixed shuffle that depends on the IDs alone). A fault is
 refused in one line naming the file, the line and the value; nothing is written. Lines end
 at "\\n" only (a "\\r" before it is dropped): U+2028 and the other characters
-`str.splitlines` breaks at may stand raw in a JSON string.
+`str.splitlines` breaks at may stand raw in a JSON string. The file is read a line at a time
+and written a batch of cases at a time (`fragbench.corpus.importers.write`), its sha256
+computed as it is read: memory does not grow with the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-from fragbench.corpus.columnar import NotUtf8, group_key_problem, jsonl_lines
+import attrs
+
+from fragbench.corpus.columnar import NotUtf8, group_key_problem
 from fragbench.corpus.ids import CASE_ID, CASE_ID_RULE, FACT_ID, FACT_ID_RULE, shown
-from fragbench.corpus.importers.write import Tables, check_out, frames, write_corpus
+from fragbench.corpus.importers.language import Languages
+from fragbench.corpus.importers.reading import Input, lines
+from fragbench.corpus.importers.write import CorpusWriter, check_out
 from fragbench.errors import CorpusError
 
 REQUIRED = ("id", "question", "sentences", "conditions")
-OPTIONAL = {"groups": None, "source": "the document", "license": "unspecified", "lang": "en"}
+OPTIONAL = {"groups": None, "source": "the document", "license": "unspecified", "lang": None}
 FORMAT_HELP = ("one JSON object a line with id, question, sentences ([{\"id\", \"text\"}]), "
                "conditions and optionally groups, source, license, lang (docs/corpus.md)")
 
@@ -43,23 +55,20 @@ def b_order(case_id: str, ids: list[str]) -> list[str]:
     return sorted(ids, key=key)
 
 
-def parse(path: Path) -> tuple[Tables, str]:
-    """The file's cases as the corpus's tables, and the sha256 of its bytes (module
-    docstring)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot be read ({exc.strerror}); check the path.") from None
-    digest = hashlib.sha256(raw).hexdigest()
-    try:
-        texts = jsonl_lines(raw)  # split at "\n" only: U+2028 may stand raw in a string
-    except NotUtf8 as exc:
-        raise CorpusError(f"{path}: {exc}; {FORMAT_HELP}. Nothing was written.") from None
-    del raw
-    tables = Tables()
+@attrs.frozen
+class Imported:
+    out: Path
+    cases: int
+    sentences: int
+    languages: Languages
+
+
+def _parse(source: Input, writer: CorpusWriter, languages: Languages) -> None:
+    """Each line checked and added to `writer` (module docstring)."""
+    path = source.path
     seen: dict[str, int] = {}
     keys: list[str] | None = None
-    for number, line in enumerate(texts, 1):
+    for number, line in enumerate(lines(source), 1):
         def fail(message: str, number: int = number) -> CorpusError:
             return CorpusError(f"{path}: line {number}: {message}; {FORMAT_HELP}. Nothing was "
                                "written.")
@@ -76,6 +85,8 @@ def parse(path: Path) -> tuple[Tables, str]:
                        f"{extra[0]!r}")
         values = {**OPTIONAL, **record}
         for key in ("id", "question", "source", "license", "lang"):
+            if key == "lang" and key not in record:
+                continue  # given (--lang) or detected below
             if not isinstance(values[key], str) or not values[key].strip():
                 raise fail(f"{key} is {shown(values[key])}, not a non-empty string")
         case_id = values["id"]
@@ -121,23 +132,38 @@ def parse(path: Path) -> tuple[Tables, str]:
         elif set(groups) != set(keys):
             raise fail(f"groups has the keys {shown(sorted(groups))}; every case needs the "
                        f"same keys ({shown(sorted(keys))})")
-        tables.add(case_id, values["lang"], values["license"], values["source"],
-                   values["question"], [(item["id"], item["text"]) for item in items],
-                   conditions, {"A": ids, "B": b_order(case_id, ids)}, groups)
-    if not tables:
-        raise CorpusError(f"{path}: holds no case; {FORMAT_HELP}.")
-    return tables, digest
+        texts = [item["text"] for item in items]
+        lang = languages.of(case_id, values["question"], texts, fail, own=values["lang"])
+        writer.add(case_id, lang, values["license"], values["source"], values["question"],
+                   [(item["id"], item["text"]) for item in items], conditions,
+                   {"A": ids, "B": b_order(case_id, ids)}, groups)
 
 
-def import_jsonl(path: Path, out: Path, fmt: str = "parquet") -> int:
-    """Import `path` into the new corpus folder `out`; the number of cases. Refused, writing
-    nothing, when `out` exists or a line is not the format above."""
+def import_jsonl(path: Path, out: Path, fmt: str = "parquet",
+                 languages: Languages | None = None,
+                 progress: Callable[[str], None] | None = None) -> Imported:
+    """Import `path` into the new corpus folder `out`. Refused, writing nothing, when `out`
+    exists or a line is not the format above. `languages`: the language of a line without
+    `lang` (default: detected)."""
     check_out(out)
-    tables, digest = parse(path)
-    case_frame, sentence_frame = frames(tables)
-    manifest = {"importer": "jsonl", "input": path.name, "input_sha256": digest,
-                "cases": case_frame.height, "sentences": sentence_frame.height,
-                "rules": "fragbench.corpus.importers.jsonl (docs/corpus.md): variant A as given, B "
-                         "sorted by sha256(case id NUL sentence id)"}
-    write_corpus(out, case_frame, sentence_frame, fmt, manifest)
-    return case_frame.height
+    languages = languages or Languages()
+    languages.check()
+    with Input(path) as source, CorpusWriter(out, fmt, progress) as writer:
+        try:
+            _parse(source, writer, languages)
+        except NotUtf8 as exc:
+            raise CorpusError(f"{path}: {exc}; {FORMAT_HELP}. Nothing was written.") from None
+        digest = source.sha256()
+        writer.flush()
+        if not writer.cases:
+            raise CorpusError(f"{path}: holds no case; {FORMAT_HELP}.")
+        manifest = {"importer": "jsonl", "input": path.name, "input_sha256": digest,
+                    "cases": writer.cases, "sentences": writer.sentences,
+                    "rules": "fragbench.corpus.importers.jsonl (docs/corpus.md): variant A as "
+                             "given, B sorted by sha256(case id NUL sentence id)",
+                    "languages": languages.manifest(),
+                    "paragraphs": "none: a line's sentences are one passage, in the given "
+                                  "order"}
+        writer.finish(manifest)
+    return Imported(out=out, cases=writer.cases, sentences=writer.sentences,
+                    languages=languages)
