@@ -22,6 +22,9 @@ from typing import Any
 CASE_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 CASE_ID = re.compile(CASE_ID_PATTERN)
 CASE_ID_RULE = "must be 1 to 128 letters, digits, '.', '_' and '-', the first a letter or digit"
+LANG_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,34}")
+"""A language code that can name a prompt file (`prompts/LANG.toml`) and be a bare TOML key:
+what an import assigns and `fragbench new experiment` accepts."""
 
 _CONTROL = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
 # Unicode's White_Space characters that are not controls (those are refused everywhere).

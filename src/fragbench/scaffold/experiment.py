@@ -41,6 +41,7 @@ from pathlib import Path
 
 import attrs
 
+from fragbench.corpus.ids import LANG_CODE
 from fragbench.errors import FragbenchError, UsageError
 from fragbench.scaffold.plugin import TEMPLATES, check_dir, write_whole
 
@@ -50,8 +51,6 @@ MAX_NAME = 64
 TEMPLATE = TEMPLATES / "experiment"
 WORDED = ("en", "fr")
 """The languages protocol 1.0's prompt wording exists in."""
-LANG = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,34}")
-"""A language code that can name a prompt file and be a bare TOML key."""
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 _SAFE_PATH = re.compile(r"[A-Za-z0-9._/-]+")
 
@@ -141,7 +140,7 @@ def render(name: str, target: Path, corpus: Path | None) -> tuple[dict[str, str]
             raise FragbenchError(f"--corpus {corpus}: its cases share no {missing}; an "
                                  f"experiment asks every case for each of its {missing}s: "
                                  "make them share one.")
-        odd = [lang for lang in languages if not LANG.fullmatch(lang)]
+        odd = [lang for lang in languages if not LANG_CODE.fullmatch(lang)]
         if odd:
             raise FragbenchError(f"--corpus {corpus}: language {odd[0]!r} cannot name a prompt "
                                  "file; use a language code such as `en` or `pt-BR`.")

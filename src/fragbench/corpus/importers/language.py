@@ -24,12 +24,12 @@ question, and how many questions scored under 0.99.
 
 from __future__ import annotations
 
-import re
 from importlib import metadata
 from typing import Any
 
 import attrs
 
+from fragbench.corpus.ids import LANG_CODE
 from fragbench.errors import UsageError
 
 CANDIDATES = ("ar", "bg", "bn", "ca", "cs", "da", "de", "el", "en", "es", "fa", "fi", "fr", "he",
@@ -40,9 +40,6 @@ Wikipedias' and the built-in scorer's stopword lists', en and fr)."""
 THRESHOLD = 0.9
 TEXT_LIMIT = 1000
 SURE = 0.99
-LANG_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,34}")
-"""A language code that can name a prompt file (`prompts/LANG.toml`), as `fragbench new
-experiment` requires (`fragbench.scaffold.experiment.LANG`)."""
 
 
 def check_lang(option: str, code: str) -> str:
