@@ -487,9 +487,10 @@ class PgLedger(LedgerBase):
             self._read_new(self._conn)
             yield
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: dict[str, Any], sync: bool = True) -> None:
         """Append under the lock (`with ledger.locked(): ...`): checked as a reader checks it,
-        then written with the head."""
+        then written with the head; committed with the lock's transaction whatever `sync`
+        says (`LedgerBase.append`)."""
         conn = self._conn
         assert conn is not None and conn.info.transaction_status != \
             _psycopg().pq.TransactionStatus.IDLE, "append under the lock"
