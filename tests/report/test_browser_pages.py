@@ -222,7 +222,7 @@ def test_the_summary_comes_first_and_shows_each_group(chromium: Any, big: Path,
 def test_the_grid_of_three_series_shows_differs_only(chromium: Any, extractive: Path,
                                                      tmp_path: Path) -> None:
     """`compare S1 S2 S3 --html`: the "differs only" filter leaves the one differing row;
-    without JavaScript every row is shown."""
+    without JavaScript no row is shown, and a note says why."""
     from support.cli import run_cli
     from support.series import three_series
 
@@ -240,7 +240,9 @@ def test_the_grid_of_three_series_shows_differs_only(chromium: Any, extractive: 
         assert page.locator("tr.cell-row[data-differs=true] td.side.diff").count() == 1
         assert opened.elsewhere() == []
     with open_page(chromium, page_file, javascript=False) as opened:
-        assert len(opened.page.evaluate(visible)) == 72
+        assert opened.page.evaluate(visible) == []
+        assert "JavaScript" in (opened.page.text_content("#cells-need-js") or "")
+        assert opened.page.locator("#cells-need-js").is_visible()
 
 
 # -- The compare pages at scale: three series of 10,080 calls -----------------------------------
@@ -313,7 +315,7 @@ def test_the_grid_of_three_large_series_pages_filters_searches_and_keeps_its_sta
                                                    and r["variant"] == last["variant"]]
         target = anchor(table[5_000])  # hidden by the search: a link shows its page
         page.evaluate("id => { location.hash = '#' + id; }", target)
-        page.wait_for_function("id => !document.getElementById(id).hidden", arg=target)
+        page.wait_for_function("id => document.getElementById(id) !== null", arg=target)
         assert page.input_value("#filter-search") == ""
         assert opened.elsewhere() == []
 

@@ -631,9 +631,10 @@ def test_three_series_grid_page(extractive: Path, tmp_path: Path) -> None:
     done = run_cli("compare", *series, "--html", str(page))
     assert done.returncode == 0, done.stderr
     text = page.read_text(encoding="utf-8")
-    rows = re.findall(r'<tr class="cell-row" ([^>]*)>', text)
-    assert len(rows) == 72
-    assert sum('data-differs="true"' in r for r in rows) == 1
+    assert '<tr class="cell-row"' not in text  # the rows are data, beside the page
+    rows = page_data(page, "cells")["cells"]
+    assert len(rows) == 72 and [r["differs"] for r in rows].count("true") == 1
+    assert [r["anchor"] for r in rows] == ["-".join(str(r[c]) for c in CELL) for r in rows]
     scripts, policy = scripts_and_policy(text)
     assert scripts == [PAGE_JS.read_text(encoding="utf-8")]
     assert policy["script-src"] == page_js_source()
@@ -662,10 +663,10 @@ def test_grid_outlines_a_series_differing_only_in_its_conditions(extractive: Pat
     page = tmp_path / "grid.html"
     done = run_cli("compare", *map(str, made), "--html", str(page))
     assert done.returncode == 0, done.stderr
-    rows = [r for r in parse(page).all("tr", "cell-row") if r.attrs["data-differs"] == "true"]
+    rows = [r for r in page_data(page, "cells")["cells"] if r["differs"] == "true"]
     assert len(rows) == 1
-    outlined = [(td.attrs["data-series"], td.attrs["data-differing"])
-                for td in rows[0].all("td", "diff")]
+    outlined = [(f"S{k + 1}", " ".join(side["differing"]))
+                for k, side in enumerate(rows[0]["sides"]) if side["differing"]]
     assert outlined == [("S3", "conditions_cited_validly")]
 
 

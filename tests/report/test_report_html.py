@@ -30,7 +30,7 @@ from support.hostile_pages import (
     page_js_source,
     scripts_and_policy,
 )
-from support.reports import Node, page_bytes, page_data, page_text, parse
+from support.reports import Node, page_bytes, page_data, page_text, parse, utf16_slice
 from support.suite import CANARY_KEY
 
 from fragbench.redact import Redactor
@@ -130,12 +130,6 @@ def check_page(series_dir: Path) -> Node:
              if c.startswith("r-")}
     assert shown == occurring
     return doc
-
-
-def utf16_slice(text: str, start: int, length: int) -> str:
-    """`text.slice(start, start + length)` as JavaScript counts (UTF-16 code units)."""
-    units = text.encode("utf-16-le")
-    return units[2 * start:2 * (start + length)].decode("utf-16-le")
 
 
 def fragments_of(data: dict[str, Any], call: dict[str, Any]) -> list[dict[str, Any]]:

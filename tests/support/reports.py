@@ -217,13 +217,41 @@ def data_folder(page: Path, index: dict[str, Any]) -> Path:
     return folder
 
 
+def utf16_slice(text: str, start: int, length: int) -> str:
+    """`text.slice(start, start + length)` as JavaScript counts (UTF-16 code units)."""
+    units = text.encode("utf-16-le")
+    return units[2 * start:2 * (start + length)].decode("utf-16-le")
+
+
+def marked_extracts(call: dict[str, Any], texts: list[str]) -> None:
+    """A located extract is null in a data file: the text the pieces of its fragment mark
+    (page.js reads it there). Filled in here as page.js does, after checking that each null
+    one is marked in exactly one fragment."""
+    marked: dict[int, str] = {}
+    where: dict[int, set[int]] = {}
+    for k, fragment in enumerate(call["frags"]):
+        if len(fragment) < 3:
+            continue
+        whole, at = texts[fragment[1]], 0
+        for size, numbers in fragment[2]:
+            text = size if isinstance(size, str) else utf16_slice(whole, at, size)
+            at += 0 if isinstance(size, str) else size
+            for n in numbers:
+                marked[n] = marked.get(n, "") + text
+                where.setdefault(n, set()).add(k)
+    for cite in call["cites"]:
+        if cite[2] is None:
+            assert len(where.get(cite[0], ())) == 1, (call["id"], cite)
+            cite[2] = marked[cite[0]]
+
+
 def page_data(page: Path, kind: str = "calls") -> dict[str, Any]:
-    """Everything a page shows of its calls (report.html) or cells (the pair page, `kind`
-    "cells"), read as page.js reads it: the index in the page, each item's detail from the data
-    files beside it, in order, and each item's search text (`search`). The one decoder of the
-    tests: it checks the layout on the way (each item in the file and at the place the index
-    puts it, the index's fields those of the item, the derived IDs the items' own, every file
-    of the folder read) and gives back what the page held when it was one element: `texts`
+    """Everything a page shows of its calls (report.html) or cells (the pair page and the grid,
+    `kind` "cells"), read as page.js reads it: the index in the page, each item's detail from
+    the data files beside it, in order, and each item's search text (`search`). The one decoder
+    of the tests: it checks the layout on the way (each item in the file and at the place the
+    index puts it, the index's fields those of the item, the derived IDs the items' own, every
+    file of the folder read) and gives back what the page held when it was one element: `texts`
     (each fragment or question text, the items' indexes into it shifted to this one list),
     `calls` or `cells`, `usage`, `reasons`, the `index` itself."""
     index = island(page.read_text(encoding="utf-8"))
@@ -240,6 +268,8 @@ def page_data(page: Path, kind: str = "calls") -> dict[str, Any]:
         shift = len(texts)
         texts += one.get("texts", [])
         for item in one[kind]:
+            if kind == "calls":
+                marked_extracts(item, one["texts"])
             if shift and kind == "calls":
                 item["frags"] = [[f[0], f[1] + shift, *f[2:]] for f in item["frags"]]
                 if "q" in item:
@@ -268,6 +298,12 @@ def page_data(page: Path, kind: str = "calls") -> dict[str, Any]:
             for name in fields:
                 if name.startswith("group:"):
                     assert value[name] == item.get("groups", {}).get(name[6:], ""), (i, name)
+        else:  # a compare page's cell or row: its anchor, and what the filters compare
+            derived = "-".join(value[f"data-{c}"] for c in ("case", "lang", "variant", "mode",
+                                                              "rep"))
+            assert item["anchor"] == index["anchors"].get(str(i), derived), (i, item["anchor"])
+            for name in ("case", "lang", "variant", "mode", "rep", "differs", "compared"):
+                assert value[f"data-{name}"] == str(item[name]), (i, name)
     return {"texts": texts, kind: items, "usage": index.get("usage"),
             "reasons": index.get("reasons"), "index": index}
 

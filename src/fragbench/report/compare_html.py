@@ -379,12 +379,63 @@ def grid_context(grid: Any) -> dict[str, Any]:
     }
 
 
+def grid_data(rows: list[dict[str, Any]], redact: Redact) -> list[dict[str, Any]]:
+    """Grid rows as the grid page's data files hold them (page.js `gridPage` draws them):
+    every string redacted here, one value at a time, as `cell_data`'s are."""
+    red = memoized(redact)
+    return [{"anchor": red(r["anchor"]), "case": red(r["case"]), "lang": red(r["lang"]),
+             "variant": red(r["variant"]), "mode": red(r["mode"]), "rep": r["rep"],
+             "compared": "true" if r["compared"] else "false",
+             "differs": "" if r["differs"] is None else ("true" if r["differs"] else "false"),
+             "sides": [{**{k: red(side[k]) for k in ("status", "words", "parsed", "valid",
+                                                     "invalid", "conditions")},
+                        "differing": [red(f) for f in side["differing"]],
+                        "differing_words": [red(w) for w in side["differing_words"]]}
+                       for side in r["sides"]]}
+            for r in rows]
+
+
+def grid_search_text(row: dict[str, Any]) -> str:
+    """A grid row's search text: what the row reads (its cell, its verdict, each series'
+    status and counts), as page.js searches it, case ignored."""
+    verdict = ("not compared" if row["compared"] != "true" else
+               "differs" if row["differs"] == "true" else "the same")
+    parts = [f"{row['case']} · {row['lang']} · {row['variant']} · {row['mode']} · "
+             f"r{row['rep']}", verdict]
+    for side in row["sides"]:
+        parts.append(side["words"] or "")
+        if side["status"] and side["status"] != "not_sent":
+            parts.append(f"parsed {side['parsed']} · valid {side['valid']} · not valid "
+                         f"{side['invalid']} · conditions {side['conditions']}")
+    return "\n".join(parts)
+
+
 def write_grid_page(grid: Any, path: Path, redact: Redact) -> None:
-    """The grid of more than two series as one self-contained page (the compare page's base,
-    script and escaping), written beside, then renamed into place."""
-    from fragbench.files import write_text_atomically
+    """The grid of more than two series as a page and its data folder beside it (the compare
+    page's base, script and escaping; its rows are data, as the pair page's cells are), all or
+    nothing (`pagedata.writing`)."""
+    from markupsafe import Markup
+
     from fragbench.report.html import environment
 
-    text = environment(redact).get_template(GRID_TEMPLATE).render(grid_context(grid))
+    context = grid_context(grid)
+    rows = context.pop("rows")
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(path, text)
+    with pagedata.writing(path) as folder:
+        size = pagedata.SHARD_CALLS
+        searched: list[str] = []
+        for number, start in enumerate(range(0, len(rows), size), start=1):
+            views = grid_data(rows[start:start + size], redact)
+            folder.add(pagedata.shard_name("cells", number), {"cells": views})
+            searched += [grid_search_text(view) for view in views]
+        size = pagedata.SEARCH_CALLS
+        for number, start in enumerate(range(0, len(searched), size), start=1):
+            folder.add(pagedata.shard_name("search", number), searched[start:start + size])
+        data = {**cell_index(rows, redact),
+                "files": {"dir": folder.name, "cells": pagedata.SHARD_CALLS,
+                          "search": pagedata.SEARCH_CALLS},
+                "series": [redact(s["letter"]) for s in context["series"]]}
+        # The one value inserted as it is (pagedata.island), as on the pair page.
+        context["island"] = Markup(pagedata.island(data))
+        context["data_dir"] = folder.name
+        folder.publish(environment(redact).get_template(GRID_TEMPLATE).render(context))

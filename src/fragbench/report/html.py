@@ -160,6 +160,11 @@ def segments(text: str, spans: Sequence[tuple[int, int, int]]) -> list[Segment]:
             raise ValueError(f"citation {number}: span {start}..{end} is outside a text of "
                              f"{len(text)} characters")
     live = [(n, s, e) for n, s, e in spans if s < e]
+    if live and all((s, e) == live[0][1:] for _, s, e in live):  # one stretch (often all of it)
+        _, a, b = live[0]
+        numbers = tuple(sorted(n for n, _, _ in live))
+        return [seg for seg in (Segment(text[:a], ()), Segment(text[a:b], numbers),
+                                Segment(text[b:], ())) if seg.text]
     cuts = sorted({0, len(text), *(s for _, s, _ in live), *(e for _, _, e in live)})
     return [Segment(text[a:b], tuple(sorted(n for n, s, e in live if s <= a and b <= e)))
             for a, b in itertools.pairwise(cuts)]
@@ -322,7 +327,9 @@ def _call_views(rows: list[dict[str, Any]], ids: list[str], cites_of: dict[str, 
     [fact ID, index in `texts`] or, where extracts are highlighted, [fact ID, index, pieces], a
     piece being [length in UTF-16 code units, citation numbers] (or [text, numbers] where the
     redactor changed the text). A citation is [number, cited ID, extract, reason, reason at the
-    typographic level, fact ID of the fragment holding it (a located extract) or null]. `q` is
+    typographic level, fact ID of the fragment holding it (a located extract) or null]; a
+    located extract is null where the pieces of a fragment mark it (the same characters, shown
+    there already: each passage is stored once, and page.js reads the extract from it). `q` is
     the index in `texts` of the call's question (none for a series recorded before
     questions.parquet). Empty values are left out, and so is the answer text as it came where
     an answer parsed (the card never shows it; the raw response holds it).
@@ -345,6 +352,7 @@ def _call_views(rows: list[dict[str, Any]], ids: list[str], cites_of: dict[str, 
     for row, call_id in zip(rows, ids, strict=True):
         cites = cites_of.get(row["call_id"], [])
         frags = []
+        marked: set[int] = set()  # citations whose extract the page reads from a fragment
         for fact_id, whole, cut in _fragments(row, cites):
             index = stored(whole)
             entry: list[Any] = [red(fact_id), index]
@@ -352,6 +360,7 @@ def _call_views(rows: list[dict[str, Any]], ids: list[str], cites_of: dict[str, 
                 # A piece by its length in UTF-16 code units (what JavaScript's slice
                 # counts), as the text is already in `texts`.
                 entry.append([[_utf16(seg.text), list(seg.citations)] for seg in cut])
+                marked.update(n for seg in cut for n in seg.citations)
             elif cut is not None:
                 # The redactor changed the text: each piece redacted on its own, as text.
                 entry.append([[red(seg.text), list(seg.citations)] for seg in cut])
@@ -362,7 +371,10 @@ def _call_views(rows: list[dict[str, Any]], ids: list[str], cites_of: dict[str, 
             "rep": row["rep"], "status": red(row["status"]),
             "words": red(STATUS_WORDS.get(row["status"], row["status"])),
             "frags": frags,
-            "cites": [[c["citation"], red(c["id"]), red(c["extract"]), red(c["reason"]),
+            # A located extract is the text its pieces mark, in a fragment stored as it was
+            # (the redactor changed nothing there): null here, read from there by page.js.
+            "cites": [[c["citation"], red(c["id"]),
+                       None if c["citation"] in marked else red(c["extract"]), red(c["reason"]),
                        red(c["reason_folded"]), red(c.get("found_in"))] for c in cites],
             "usage": [red(value) for _, _, value in _usage(row)],
         }
@@ -384,9 +396,10 @@ def _call_views(rows: list[dict[str, Any]], ids: list[str], cites_of: dict[str, 
             view["groups"] = {key: red(value) for key, value in groups[row["case"]].items()}
         views.append(view)
         parts = [p for p in (view.get("answer", ""), view.get("text", "")) if p]
-        for cite in view["cites"]:
-            if cite[2] and not any(cite[2] in p for p in parts):
-                parts.append(cite[2])
+        for cite, raw in zip(view["cites"], cites, strict=True):
+            extract = raw["extract"] if cite[2] is None else cite[2]  # as the page shows it
+            if extract and not any(extract in p for p in parts):
+                parts.append(extract)
         searched.append("\n".join(parts))
     return {"texts": texts, "calls": views}, searched
 
@@ -396,14 +409,15 @@ def _write_calls(folder: DataFolder, listed: pl.DataFrame, citations: pl.DataFra
                  questions: dict[tuple[str, str], str]) -> None:
     """The listed calls' data files into `folder`: `calls-NNNN` of SHARD_CALLS calls each, in
     plan order (`_call_views`), then `search-NNNN` of SEARCH_CALLS calls' search texts each.
-    One file's calls at a time become Python records, and each file redacts through its own
-    memo, so that memory follows a file, not the series."""
+    One file's calls at a time become Python records (only the columns a card reads), and
+    each file redacts through its own memo, so that memory follows a file, not the series."""
     import polars as pl
 
     cites = None
     if citations is not None and citations.height:
         at = listed.select("call_id", pl.int_range(pl.len()).alias("_at"))
         cites = citations.join(at, on="call_id").sort("_at", "citation")
+    shown = listed.select(*_SHOWN_COLUMNS)
     searched: list[str] = []
     for number, start in enumerate(range(0, listed.height, pagedata.SHARD_CALLS), start=1):
         end = min(start + pagedata.SHARD_CALLS, listed.height)
@@ -413,13 +427,21 @@ def _write_calls(folder: DataFolder, listed: pl.DataFrame, citations: pl.DataFra
                       int(cites["_at"].search_sorted(end)))
             for cite in cites.slice(lo, hi - lo).to_dicts():
                 cites_of.setdefault(cite["call_id"], []).append(cite)
-        data, texts = _call_views(listed.slice(start, end - start).to_dicts(), ids[start:end],
+        data, texts = _call_views(shown.slice(start, end - start).to_dicts(), ids[start:end],
                                   cites_of, groups, memoized(redact), questions)
         folder.add(pagedata.shard_name("calls", number), data)
         searched += texts
     size = pagedata.SEARCH_CALLS
     for number, start in enumerate(range(0, len(searched), size), start=1):
         folder.add(pagedata.shard_name("search", number), searched[start:start + size])
+
+
+_SHOWN_COLUMNS = ("call_id", "seq", "case", "lang", "variant", "mode", "rep", "status",
+                  "supplied_ids", "supplied_texts", "parsed", "http_status", "redacted",
+                  "model", "service_tier", "input_tokens", "cached_tokens",
+                  "cache_write_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
+                  "cost_unknown", "reserved_usd", "counted_usd", *CALL_TEXT)
+"""The calls.parquet columns a call's card reads (`_call_views`, `_usage`)."""
 
 
 def _groups(series_dir: Path, tables: dict[str, pl.DataFrame]

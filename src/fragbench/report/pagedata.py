@@ -85,7 +85,9 @@ def island(data: Any) -> str:
     string must not meet a line break). The browser reads the element's text as it is (no
     entity is decoded in a script element), and JSON.parse gives the values back exactly."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return re.sub("[<>&\u2028\u2029]", lambda m: _ESCAPES[m.group()], text)
+    for char, escape in _ESCAPES.items():  # five passes in C: far quicker than one re.sub
+        text = text.replace(char, escape)
+    return text
 
 
 def script(name: str, data: Any) -> bytes:

@@ -8,16 +8,14 @@
    select compares the field its data-field names, whole or as one of its words
    (data-match), and is named in the URL by its data-state.
 
-   report.html (a form.filters with data-calls) and the pair page (data-cells): the page holds
-   an index (a JSON element: what the filters compare, what a link names), and each call's or
-   cell's detail is in the data files beside the page (`dataFiles`: script elements this
-   script adds, each handing over one file's JSON), loaded for the page of items shown; the
-   search texts are loaded on the first search, with its progress said. While a page of items
-   waits for its files, the list is aria-busy. Every value is put in with textContent or as
-   an attribute's value, never parsed as HTML (`reportPage`, `pairPage`). The grid page (a
-   form.filters with data-items and data-list): its rows are markup, so that it reads whole
-   without JavaScript; the script hides all but the page shown, and a select's data-field
-   names the attribute it compares (`itemPage`).
+   report.html (a form.filters with data-calls), the pair page (data-cells) and the grid page
+   (data-rows): the page holds an index (a JSON element: what the filters compare, what a link
+   names), and each call's, cell's or row's detail is in the data files beside the page
+   (`dataFiles`: script elements this script adds, each handing over one file's JSON), loaded
+   for the page of items shown; the search texts are loaded on the first search, with its
+   progress said. While a page of items waits for its files, the list is aria-busy. Every
+   value is put in with textContent or as an attribute's value, never parsed as HTML
+   (`reportPage`, `cellPage` with `pairCell` or `gridRow`).
 
    Forms, pagers and controls are shown only here, when the script runs. The sticky header's
    height is kept as the scroll padding, so a link is not hidden under it. */
@@ -318,7 +316,29 @@
       return box;
     }
 
+    /* A located extract is null in the data: the text its fragment's pieces mark (each
+       passage is stored once). Filled in once, before the call is first drawn. */
+    function extracts(call, texts) {
+      if (!call.cites.some(function (c) { return c[2] === null; })) { return; }
+      var marked = {};
+      call.frags.forEach(function (f) {
+        if (f.length < 3) { return; }
+        var whole = texts[f[1]];
+        var at = 0;
+        f[2].forEach(function (piece) {
+          var text = piece[0];
+          if (typeof text === "number") {
+            text = whole.slice(at, at + piece[0]);
+            at += piece[0];
+          }
+          piece[1].forEach(function (n) { marked[n] = (marked[n] || "") + text; });
+        });
+      });
+      call.cites.forEach(function (c) { if (c[2] === null) { c[2] = marked[c[0]] || ""; } });
+    }
+
     function article(call, texts) {
+      extracts(call, texts);
       var a = el("article", "call");
       a.id = "call-" + call.id;
       var d = a.dataset;
@@ -550,7 +570,12 @@
           came = true;
           if (mine !== generation) { return; }
           if (error) { failed(error); return; }
-          source.draw(indexes, what);
+          try {
+            source.draw(indexes, what);
+          } catch (broken) {  /* a data file that is not what its index says: said, not hung */
+            failed((source.files ? source.files.dir + "/" : "") + " (" + broken + ")");
+            return;
+          }
           busy(false);
           if (waited) { saying(""); }
           drawn += 1;
@@ -696,33 +721,32 @@
   /* The pair page's cells are data (a JSON element, compare_html.cell_data), drawn a page at
      a time like report.html's calls, every value put in with textContent or as an attribute's
      value. A select's data-field names the cell's attribute (data-case: the cell's `case`). */
-  function pairPage(form) {
-    var island = document.getElementById(form.dataset.cells);
+  /* The compare pages' cells (the pair page) and rows (the grid): an index in the page (a
+     JSON element, compare_html.cell_index), each item in the data files beside it, drawn by
+     `make(data)`'s function of one item. The anchor of item i: CASE-LANG-VARIANT-MODE-REP
+     unless the index names it otherwise. */
+  function cellPage(form, islandId, make) {
+    var island = document.getElementById(islandId);
     var list = document.getElementById(form.dataset.list);
     var data = null;
     try {
       data = JSON.parse(island.textContent);
     } catch (error) {
-      unreadable(list, "The cells' data in this page cannot be read; fragbench compare A B " +
+      unreadable(list, "The cells' data in this page cannot be read; fragbench compare " +
         "--out FILE writes every cell.");
       return;
     }
     var count = data.count;
     var fields = data.fields;
-    var names = data.series;
     var files = dataFiles(data.files, "cells");
-    var citation = citing(data.reasons).citation;
+    var drawOne = make(data);
     var haystacks = null;
     var byAnchor = null;
-    var COUNTS = [["parsed", "parsed"], ["citations", null], ["valid", "valid citations"],
-      ["not valid", "invalid citations"], ["conditions cited validly", "conditions cited validly"],
-      ["cost (USD)", null]];
 
     function value(i, name) {
       var f = coded(fields, name);
       return f ? f[0][f[1][i]] : "";
     }
-    /* A cell's anchor: CASE-LANG-VARIANT-MODE-REP unless the index names it otherwise. */
     function anchorOf(i) {
       if (Object.prototype.hasOwnProperty.call(data.anchors, String(i))) {
         return data.anchors[String(i)];
@@ -731,6 +755,50 @@
         return value(i, n);
       }).join("-");
     }
+
+    pagedList(form, list, {
+      count: count,
+      noun: "cells",
+      files: files,
+      coded: function (name) { return coded(fields, name); },
+      field: value,
+      searchable: function () { return haystacks !== null; },
+      loadSearch: function (done, progress) {
+        files.search(count, function (error, texts) {
+          if (!error) { haystacks = texts.map(function (text) { return text.toLowerCase(); }); }
+          done(error);
+        }, progress);
+      },
+      haystack: function (i) { return haystacks[i]; },
+      need: function (indexes, done) { files.items(indexes, done); },
+      draw: function (indexes, got) {
+        list.replaceChildren.apply(list, got.map(function (one) { return drawOne(one.item); }));
+      },
+      /* #cell-… (or a citation's #cell-…-a-cN): that cell's index, else -1. */
+      locate: function (id) {
+        if (byAnchor === null) {
+          byAnchor = new Map();
+          for (var i = 0; i < count; i += 1) { byAnchor.set("cell-" + anchorOf(i), i); }
+        }
+        var at = id;
+        if (!byAnchor.has(at)) { at = at.replace(/-[ab]-c[0-9]+$/, ""); }
+        return byAnchor.has(at) ? byAnchor.get(at) : -1;
+      },
+      element: function (id, index) {
+        return document.getElementById(id) || document.getElementById("cell-" + anchorOf(index));
+      }
+    });
+    var note = document.getElementById("cells-need-js");
+    if (note) { note.hidden = true; }
+  }
+
+  /* The pair page: an article per cell, side A beside side B. */
+  function pairCell(data) {
+    var names = data.series;
+    var citation = citing(data.reasons).citation;
+    var COUNTS = [["parsed", "parsed"], ["citations", null], ["valid", "valid citations"],
+      ["not valid", "invalid citations"], ["conditions cited validly", "conditions cited validly"],
+      ["cost (USD)", null]];
 
     function side(cell, s, k) {
       var letter = s.letter.toLowerCase();
@@ -804,85 +872,51 @@
       return a;
     }
 
-    pagedList(form, list, {
-      count: count,
-      noun: "cells",
-      files: files,
-      coded: function (name) { return coded(fields, name); },
-      field: value,
-      searchable: function () { return haystacks !== null; },
-      loadSearch: function (done, progress) {
-        files.search(count, function (error, texts) {
-          if (!error) { haystacks = texts.map(function (text) { return text.toLowerCase(); }); }
-          done(error);
-        }, progress);
-      },
-      haystack: function (i) { return haystacks[i]; },
-      need: function (indexes, done) { files.items(indexes, done); },
-      draw: function (indexes, got) {
-        list.replaceChildren.apply(list, got.map(function (one) { return article(one.item); }));
-      },
-      /* #cell-… (or a citation's #cell-…-a-cN): that cell's index, else -1. */
-      locate: function (id) {
-        if (byAnchor === null) {
-          byAnchor = new Map();
-          for (var i = 0; i < count; i += 1) { byAnchor.set("cell-" + anchorOf(i), i); }
-        }
-        var at = id;
-        if (!byAnchor.has(at)) { at = at.replace(/-[ab]-c[0-9]+$/, ""); }
-        return byAnchor.has(at) ? byAnchor.get(at) : -1;
-      },
-      element: function (id, index) {
-        return document.getElementById(id) || document.getElementById("cell-" + anchorOf(index));
-      }
-    });
-    var note = document.getElementById("cells-need-js");
-    if (note) { note.hidden = true; }
+    return article;
   }
 
-  /* -- the compare page ------------------------------------------------------------------- */
+  /* -- the grid page (compare S1 S2 S3 … --html) ------------------------------------------- */
 
-  /* The grid page: its rows are markup (readable without JavaScript); the same pager,
-     filters, search and URL state show one page of them and hide the rest. A select compares
-     the attribute its data-field names. */
-  function itemPage(form) {
-    var list = document.getElementById(form.dataset.list);
-    var items = Array.prototype.slice.call(list.querySelectorAll(form.dataset.items));
-    var indexOf = new Map();
-    items.forEach(function (item, i) { indexOf.set(item, i); });
-    var texts = null;
-    var showing = items.slice();
-    pagedList(form, list, {
-      count: items.length,
-      field: function (i, name) { return items[i].getAttribute(name) || ""; },
-      haystack: function (i) {
-        if (texts === null) {
-          texts = items.map(function (item) { return item.textContent.toLowerCase(); });
+  /* A row per cell (tr.cell-row), a column per series (td.side, outlined where it differs
+     from S1's), drawn from the data as the pair page's cells are. */
+  function gridRow(data) {
+    var letters = data.series;
+    return function (r) {
+      var tr = el("tr", "cell-row");
+      tr.id = "cell-" + r.anchor;
+      var d = tr.dataset;
+      d.case = r.case; d.lang = r.lang; d.variant = r.variant; d.mode = r.mode;
+      d.rep = String(r.rep); d.compared = r.compared; d.differs = r.differs;
+      var th = add(tr, el("th", null, r.case + " · " + r.lang + " · " + r.variant + " · " +
+        r.mode + " · r" + r.rep));
+      th.scope = "row";
+      add(tr, el("td", "verdict", r.compared !== "true" ? "not compared" :
+        (r.differs === "true" ? "differs" : "the same")));
+      r.sides.forEach(function (side, k) {
+        var td = add(tr, el("td", "side" + (side.differing.length ? " diff" : "")));
+        td.dataset.series = letters[k];
+        td.dataset.status = side.status;
+        td.dataset.differing = side.differing.join(" ");
+        if (side.differing.length) {
+          td.title = "differs from S1 in " + side.differing_words.join(", ");
         }
-        return texts[i];
-      },
-      need: function (indexes, done) { done(null); },
-      draw: function (indexes) {
-        showing.forEach(function (item) { item.hidden = true; });
-        showing = indexes.map(function (i) { return items[i]; });
-        showing.forEach(function (item) { item.hidden = false; });
-      },
-      locate: function (id) {
-        var target = document.getElementById(id);
-        var item = target && target.closest(form.dataset.items);
-        return item && indexOf.has(item) ? indexOf.get(item) : -1;
-      },
-      element: function (id) { return document.getElementById(id); }
-    });
+        add(td, el("span", "status s-" + (side.status || "absent"), side.words));
+        if (side.status && side.status !== "not_sent") {
+          add(td, el("span", "counts", "parsed " + side.parsed + " · valid " + side.valid +
+            " · not valid " + side.invalid + " · conditions " + side.conditions));
+        }
+      });
+      return tr;
+    };
   }
 
   var form = document.querySelector("form.filters");
   if (form && form.dataset.calls) {
     reportPage(form);
   } else if (form && form.dataset.cells) {
-    pairPage(form);
-  } else if (form && form.dataset.items) {
-    itemPage(form);
+    cellPage(form, form.dataset.cells, pairCell);
+  } else if (form && form.dataset.rows) {
+    cellPage(form, form.dataset.rows, gridRow);
   }
   pad();
 }());
