@@ -56,10 +56,12 @@ MEASURE_JS = """async (last) => {
     });
   }
   const shown = () => document.querySelector('output.shown').value;
-  const select = document.getElementById('filter-group-level');
+  /* a group's value (the scaled series' `level`: hard), else the first mode */
+  const select = document.getElementById('filter-group-level') ||
+    document.getElementById('filter-mode');
   let n = Number(list.dataset.drawn);
   let t = performance.now();
-  select.value = 'hard';
+  select.value = select.id === 'filter-group-level' ? 'hard' : select.options[1].value;
   select.dispatchEvent(new Event('change', {bubbles: true}));
   const count = performance.now() - t;
   const filter = (await drawn(n)) - t;
@@ -111,7 +113,17 @@ def main() -> None:
     parser.add_argument("--copies", type=int, nargs="+", default=[140])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--compare", action="store_true", help="the compare pages too")
+    parser.add_argument("--series", type=Path, nargs="*", default=[],
+                        help="recorded series (bench_scale.py --keep) whose page is measured "
+                             "as it is, written again first; then no scaled copy is made")
     args = parser.parse_args()
+    if args.series:
+        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs; load average before: "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        for series in args.series:
+            measure(series, args.repeat)
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, "
           f"Python {platform.python_version()}; load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -127,21 +139,27 @@ def main() -> None:
 
 
 def one_size(root: Path, demo: Path, copies: int, repeat: int) -> None:
+    from support.scaled_pages import scale_series
+
+    measure(scale_series(demo, root / f"big-{copies}", copies), repeat)
+
+
+def measure(series: Path, repeat: int) -> None:
+    """Write the series' page, then open it `repeat` times (MEASURE_JS)."""
     import polars as pl
     from support.browser import chromium_browser, open_page
-    from support.scaled_pages import scale_series
 
     from fragbench.report.html import write_html_report
 
-    series = scale_series(demo, root / f"big-{copies}", copies)
     last = pl.read_parquet(series / "calls.parquet", columns=["seq", "call_id"]).sort(
         "seq")["call_id"][-1]
+    calls = pl.read_parquet(series / "calls.parquet", columns=["seq"]).height
     start = time.perf_counter()
     page = write_html_report(series)
     write_s = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     data, files = data_bytes(page)
-    print(f"calls: {copies * 72:,}; report.html {page.stat().st_size / 1e6:.2f} MB, its data "
+    print(f"{series}: calls: {calls:,}; report.html {page.stat().st_size / 1e6:.2f} MB, its data "
           f"{data / 1e6:.0f} MB in {files} files; written in {write_s:.1f} s (process peak "
           f"RSS so far {rss:.0f} MiB)", flush=True)
     runs = []
