@@ -3,10 +3,10 @@
 Builds, in a temporary folder with a ledger store of its own, the two series the browser tests
 read (`tests/support/browser.py`): the offline demo series (the non-model baseline) and a loopback
 OpenAI series stopped at call 10, whose first answers carry every citation reason. Each
-report.html is opened in the system Chromium with every request blocked, and saved as one PNG:
-the first screen (header, run summary, figures), then a call with its highlighted citations
-scrolled into view, then (stopped series) the call whose failure stopped it, followed by calls
-that were never sent.
+report.html is opened in the system Chromium with every request but its own data files blocked,
+and saved as one PNG: the first screen (header, run summary, figures), then a call with its
+highlighted citations scrolled into view, then (stopped series) the call whose failure stopped
+it, followed by calls that were never sent.
 
     docs/screenshots/report-demo.png
     docs/screenshots/report-stopped.png

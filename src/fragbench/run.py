@@ -78,7 +78,7 @@ from fragbench.files import FILE_NAME_RULE, file_name_problem, fsync_dir, make_d
 from fragbench.interfaces import Backend, Session
 from fragbench.plugins import registry
 from fragbench.redact import Redactor, secrets_in_env
-from fragbench.report.html import REPORT_HTML
+from fragbench.report.html import REPORT_DATA, REPORT_HTML
 from fragbench.report.markdown import write_report
 from fragbench.series.folder import (
     DIAGNOSTICS_DIR,
@@ -106,7 +106,7 @@ RECORDED_FILES = {"plan.json", "series.json", "facts.parquet", "retrieval.parque
 """What a series holds before its first call: a folder with only these (and `*.tmp`) and no
 reservation sent nothing."""
 DERIVED_FILES = {"calls.parquet", "status.json", MEASURES_FILE, "report.md", REPORT_HTML,
-                 FIGURES_DIR, DIAGNOSTICS_DIR}
+                 REPORT_DATA, FIGURES_DIR, DIAGNOSTICS_DIR}
 """What `derive_tables` and `write_report` write (with the tables `measures.json` lists): a
 series where nothing left the machine may hold these too, rebuilt from its journal."""
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")

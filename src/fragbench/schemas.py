@@ -100,7 +100,9 @@ and `"journal": "chained"`: its journal is hash-chained, below), `facts.parquet`
 rebuilt byte for byte by `fragbench measure`: `calls.parquet`, every measure's tables
 (primary ones in the folder, diagnostic ones under `diagnostics/`), `measures.json` (which
 table comes from which measure, of which kind), `status.json` (complete, stopped or
-interrupted, the stop, the spend), and `report.md` with `figures/`.
+interrupted, the stop, the spend), `report.md` with `figures/`, and `report.html` with its
+data folder `report-data/<digest>/` (each call's detail and the search texts, as script files
+the page loads: copy the page with its folder).
 
 Load them with Polars: `fragbench.scan("outputs/protocol-1.0")["calls"]` is a LazyFrame over
 every series, with `experiment` and `series` columns. No table holds a global score. A measure

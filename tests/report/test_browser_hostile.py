@@ -33,14 +33,16 @@ import jinja2.runtime
 import polars as pl
 import pytest
 from markupsafe import Markup
-from support.browser import open_page, settled, text_of, workspace
+from support.browser import open_page, ready, settled, text_of, workspace
 from support.cli import run_cli
 from support.hostile_pages import ELSEWHERE, MARKERS, hostile_series, key_forms, markup, scripts
+from support.reports import page_bytes, page_text
 from support.suite import CANARY_KEY
 
 from fragbench.redact import Redactor
 from fragbench.report import html as report_html
-from fragbench.report.html import page_script, render
+from fragbench.report import pagedata
+from fragbench.report.html import page_script
 from fragbench.testing.loopback import Server, http_error, ok
 
 pytestmark = pytest.mark.slow
@@ -153,6 +155,7 @@ def test_hostile_answers_run_nothing_go_nowhere_and_read_as_text(
         if which == "compare":  # the cells a search of markup finds are drawn as text too
             page.fill("#filter-search", "<script>")
             page.wait_for_function("() => location.hash.includes('q=')")
+            ready(page)
             assert 0 < page.locator("article.cell").count() <= HOSTILE_CALLS
             again = [(w, sel, v) for w, sel, v in shown_values(hostile, which)
                      if v is not None and page.locator(sel.split(" div.")[0]).count()]
@@ -193,6 +196,7 @@ def test_hostile_values_in_search_results_and_redrawn_pages_read_as_text(
         settled(opened)
         page.fill("#filter-search", "<script>")  # markup in the answers: found, as text
         page.wait_for_function("() => location.hash.includes('q=')")
+        ready(page)  # the search texts loaded, the calls found drawn
         found = page.evaluate("() => [...document.querySelectorAll('article.call')]"
                               ".map(a => a.dataset.callId)")
         assert first["call_id"] in found and 0 < len(found) <= HOSTILE_CALLS
@@ -201,11 +205,13 @@ def test_hostile_values_in_search_results_and_redrawn_pages_read_as_text(
         page.wait_for_function("() => !location.hash.includes('q=')")
         page.select_option("#page-size", "25")
         page.click("nav.pager >> nth=0 >> button.next")
+        ready(page)
         every = pl.read_parquet(hostile.report.parent / "calls.parquet").sort("seq")
         assert page.locator("article.call").first.get_attribute("data-call-id") == \
             every["call_id"][25]  # page 2 of 25 starts at the 26th call
         assert page.locator("output.page").first.text_content() == "2"
         page.click("nav.pager >> nth=0 >> button.prev")  # page 1 drawn again
+        ready(page)
         assert values_read_as_text(page, hostile, redact) >= 3
         dom = settled(opened)
         assert dom["marks"] == [None, None] and dom["handlers"] == [] and dom["links"] == []
@@ -216,6 +222,7 @@ def test_hostile_values_in_search_results_and_redrawn_pages_read_as_text(
         page.evaluate("q => { location.hash = '#?' + new URLSearchParams({q}).toString(); }",
                       words)
         page.reload()
+        ready(page)
         assert page.input_value("#filter-search") == words
         assert page.locator("article.call").count() == 0  # no answer holds these words
         dom = settled(opened)
@@ -226,9 +233,11 @@ def test_hostile_values_in_search_results_and_redrawn_pages_read_as_text(
 
 @pytest.mark.parametrize("which", ["report", "compare"])
 def test_the_key_is_in_no_page_in_any_form(hostile: Hostile, which: str) -> None:
-    """The answers echo the key in every form the redactor handles; the page holds none."""
-    data = (hostile.report if which == "report" else hostile.compare).read_bytes()
-    text = data.decode("utf-8")
+    """The answers echo the key in every form the redactor handles; the page holds none, nor
+    any data file beside it (as written, and as the JSON page.js parses)."""
+    path = hostile.report if which == "report" else hostile.compare
+    data = page_bytes(path)
+    text = data.decode("utf-8") + page_text(path)
     for form, value in key_forms().items():
         assert value not in text, form
     assert CANARY_KEY.lower() not in text.lower()
@@ -236,40 +245,44 @@ def test_the_key_is_in_no_page_in_any_form(hostile: Hostile, which: str) -> None
 
 
 def test_a_script_past_escaping_still_cannot_run(chromium: Any, experiment: Path,
-                                                 server: Server, tmp_path: Path,
+                                                 server: Server,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The second wall: were escaping ever to fail, the Content-Security-Policy still allows
-    only the page's own script. An answer holding scripts (an element, an onerror and an
-    onload handler) is rendered with Jinja2's escape switched off (as if it had failed), so
-    that its markup lands in the page as it is, before the page's own script; none of it
-    runs: the page's own script does, and Chromium says it refused the others."""
-    answer = "</script>" + scripts("answer")  # ends the calls' data element, unescaped
-    server.script[0] = ok(text=json.dumps({"answer": answer, "citations": []}))
+    only the page's own script and the data files it loads itself. A model name and an answer
+    holding scripts (an element, an onerror and an onload handler) are written with Jinja2's
+    escape and the data's escapes switched off (as if they had failed), so that the model's
+    markup lands in the page as it is, before the page's own script, and the answer's in a
+    data file unescaped; none of it runs: the page's own script does (it draws the calls from
+    the data files, the answer as text), and Chromium says it refused the others."""
+    answer = "</script>" + scripts("answer")
+    model = scripts("model")
+    server.script[0] = ok(text=json.dumps({"answer": answer, "citations": []}), model=model)
     server.script[1] = http_error(500)
     out = experiment.parent.parent / "outputs"
     ran = run_cli("run", str(experiment), "--series", "past-escaping", "--backend", "openai",
                   "--out", str(out),
                   env={"OPENAI_API_KEY": CANARY_KEY, "OPENAI_BASE_URL": server.base_url})
     assert ran.returncode == 3, ran.stderr
+    series = out / "protocol-1.0" / "past-escaping"
     # The compiled templates take `escape` from jinja2.runtime when they are loaded (each
     # render loads them afresh): a pass-through here is escaping that failed.
     monkeypatch.setattr(jinja2.runtime, "escape", lambda value: Markup(str(value)))
-    # The calls are data in a script element, escaped by _island: that escaping fails too.
-    monkeypatch.setattr(report_html, "_island", lambda data: json.dumps(data))
-    page = tmp_path / "report.html"
-    page.write_text(render(out / "protocol-1.0" / "past-escaping"), encoding="utf-8")
-    assert answer in page.read_text(encoding="utf-8")  # the first wall is down
+    # The index and the data files are JSON escaped by pagedata.island: that fails too.
+    monkeypatch.setattr(pagedata, "island", lambda data: json.dumps(data, ensure_ascii=False))
+    page = report_html.write_html_report(series)
+    assert model in page.read_text(encoding="utf-8")  # the first wall is down
+    assert answer in page_text(page)  # and in the data files, unescaped
     with open_page(chromium, page) as opened:
         dom = settled(opened)
         assert dom["marks"] == [None, None]
-        # the page's own script still runs: it says the broken data cannot be read
-        assert opened.page.evaluate("() => document.getElementById('call-list')"
-                                    ".dataset.error") == "unreadable"
-        assert len(dom["scripts"]) >= 2 and dom["scripts"][-1] == page_script().source
+        assert dom["scripts"][-1] == page_script().source and len(dom["scripts"]) >= 2
         assert len(dom["handlers"]) >= 2  # they are there: the policy stopped them
         refused = [line for line in opened.console if "Content Security Policy" in line]
         assert len(refused) >= 2, opened.console  # the script element and a handler at least
-        assert opened.elsewhere() == []
+        # the page's own script still runs, and draws the answer from its data file, as text
+        shown = opened.page.locator("article.call").first.locator("p.answer")
+        assert shown.text_content() == answer
+        assert opened.own() and opened.elsewhere() == []
 
 
 def test_the_checks_see_each_thing_hostile_markup_does(chromium: Any, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from support.browser import open_page
+from support.browser import open_page, ready
 from support.scaled_pages import EXTRACT_NEEDLE, NEEDLE, middle_call, scale_series
 
 from fragbench.report.html import write_html_report
@@ -46,12 +46,15 @@ def tables(big: Path) -> pl.DataFrame:
 
 
 def drawn(page: Any) -> list[str]:
+    """The calls drawn, once the page waits for no data file."""
+    ready(page)
     ids: list[str] = page.evaluate("() => [...document.querySelectorAll('#call-list > "
                                    "article.call')].map(a => a.dataset.callId)")
     return ids
 
 
 def counter(page: Any) -> int:
+    ready(page)
     return int(page.evaluate("() => document.querySelector('output.shown').value"))
 
 
@@ -73,8 +76,10 @@ def searched(page: Any, words: str) -> None:
 
 
 def test_the_series_is_ten_thousand_calls(tables: pl.DataFrame, big: Path) -> None:
+    """And its page holds an index of them: each call's detail is in the data files beside."""
     assert tables.height == 10_080
-    assert (big / "report.html").stat().st_size > 1_000_000
+    data = sum(p.stat().st_size for p in big.glob("report-data/*/*.js"))
+    assert (big / "report.html").stat().st_size < 1_000_000 < 20 * 1_000_000 < data
 
 
 def test_a_filter_applies_across_every_page(chromium: Any, big: Path,
@@ -146,6 +151,54 @@ def test_the_state_is_in_the_url_reload_back_and_forward(chromium: Any, big: Pat
         assert opened.elsewhere() == []
 
 
+def test_a_call_in_the_last_data_file_opens_from_its_url(chromium: Any, big: Path,
+                                                         tables: pl.DataFrame) -> None:
+    """The page opened at `#call-ID` of its very last call: that call's page is drawn from the
+    one data file that holds it (the last of 101; no other is read), its card shows the
+    question and every fragment it was shown; nothing is asked for outside the series
+    folder. Then a call of the first file, by a link: that file is read too, and only it."""
+    last = tables.row(-1, named=True)
+    question = pl.read_parquet(big / "questions.parquet").filter(
+        (pl.col("case") == last["case"]) & (pl.col("lang") == last["lang"]))["question"][0]
+    with open_page(chromium, big / "report.html", fragment=f"#call-{last['call_id']}") as opened:
+        page = opened.page
+        card = page.locator(f'article.call[id="call-{last["call_id"]}"]')
+        assert card.locator("span.question-text").text_content() == question
+        assert card.locator("li.fragment").evaluate_all(
+            "li => li.map(e => [e.dataset.factId, e.textContent])") == [
+            list(pair) for pair in zip(last["supplied_ids"], last["supplied_texts"],
+                                       strict=True)]
+        assert page.locator("output.page").first.text_content() == "202"  # of 50 calls
+        files = [u.rsplit("/", 1)[1] for u in opened.own()]
+        assert files == ["calls-0101.js"], files  # the one file holding that page
+        first = tables["call_id"][3]
+        page.evaluate("id => { location.hash = '#call-' + id; }", first)
+        page.wait_for_selector(f'article.call[id="call-{first}"]')
+        assert [u.rsplit("/", 1)[1] for u in opened.own()] == ["calls-0101.js",
+                                                                "calls-0001.js"]
+        assert opened.elsewhere() == []
+        folder = big.resolve().as_uri() + "/"
+        assert all(u.startswith(folder) for u in opened.requests), opened.requests
+
+
+def test_a_page_without_its_data_folder_says_so(chromium: Any, big: Path,
+                                                tmp_path: Path) -> None:
+    """report.html copied alone: its summary reads as ever, and where the calls would be the
+    page says which folder it needs beside it; it asks for nothing but that folder's file."""
+    alone = tmp_path / "report.html"
+    alone.write_bytes((big / "report.html").read_bytes())
+    with open_page(chromium, alone) as opened:
+        page = opened.page
+        assert page.evaluate("() => document.getElementById('call-list').dataset.error") == \
+            "missing"
+        said = page.locator("p.list-status").text_content() or ""
+        folder = "report-data/" + next((big / "report-data").glob("[0-9a-f]*")).name
+        assert f"{folder}/calls-0001.js" in said and f"its folder {folder}/" in said
+        assert page.locator("article.call").count() == 0
+        assert page.locator("section.summary dl.run").is_visible()
+        assert opened.elsewhere() == []
+
+
 def test_the_summary_comes_first_and_shows_each_group(chromium: Any, big: Path,
                                                       tables: pl.DataFrame) -> None:
     citations = pl.read_parquet(big / "citations.parquet")
@@ -169,7 +222,7 @@ def test_the_summary_comes_first_and_shows_each_group(chromium: Any, big: Path,
 def test_the_grid_of_three_series_shows_differs_only(chromium: Any, extractive: Path,
                                                      tmp_path: Path) -> None:
     """`compare S1 S2 S3 --html`: the "differs only" filter leaves the one differing row;
-    without JavaScript every row is shown."""
+    without JavaScript no row is shown, and a note says why."""
     from support.cli import run_cli
     from support.series import three_series
 
@@ -187,7 +240,9 @@ def test_the_grid_of_three_series_shows_differs_only(chromium: Any, extractive: 
         assert page.locator("tr.cell-row[data-differs=true] td.side.diff").count() == 1
         assert opened.elsewhere() == []
     with open_page(chromium, page_file, javascript=False) as opened:
-        assert len(opened.page.evaluate(visible)) == 72
+        assert opened.page.evaluate(visible) == []
+        assert "JavaScript" in (opened.page.text_content("#cells-need-js") or "")
+        assert opened.page.locator("#cells-need-js").is_visible()
 
 
 # -- The compare pages at scale: three series of 10,080 calls -----------------------------------
@@ -200,7 +255,8 @@ def trio(extractive_once: Path, tmp_path_factory: pytest.TempPathFactory) -> lis
 
 
 def shown_rows(page: Any, selector: str) -> list[str]:
-    """The ids of the items (cells or rows) the page shows now."""
+    """The ids of the items (cells or rows) the page shows now, once drawn."""
+    ready(page)
     ids: list[str] = page.evaluate(
         "s => [...document.querySelectorAll(s)].filter(e => !e.hidden).map(e => e.id)",
         selector)
@@ -259,7 +315,7 @@ def test_the_grid_of_three_large_series_pages_filters_searches_and_keeps_its_sta
                                                    and r["variant"] == last["variant"]]
         target = anchor(table[5_000])  # hidden by the search: a link shows its page
         page.evaluate("id => { location.hash = '#' + id; }", target)
-        page.wait_for_function("id => !document.getElementById(id).hidden", arg=target)
+        page.wait_for_function("id => document.getElementById(id) !== null", arg=target)
         assert page.input_value("#filter-search") == ""
         assert opened.elsewhere() == []
 

@@ -26,6 +26,7 @@ from support.hostile_pages import (
     page_js_source,
     scripts_and_policy,
 )
+from support.reports import page_bytes, page_data, page_text
 from support.series import loopback_series, three_series
 from support.suite import CANARY_KEY
 
@@ -500,10 +501,11 @@ def test_markup_in_an_answer_is_shown_as_text(chromium: Any, extractive: Path, e
     assert citation.attrs["data-cited-id"] == "<i>F1</i>"
     assert citation.attrs["data-reason"] == "unknown_id"
     assert citation.one("q", "extract").text() == extract
-    text = page.read_text(encoding="utf-8")
-    # The answer is in the data element, its markup as \u escapes (report_html._island).
+    # The answer is in the data files beside the page, its markup as \u escapes
+    # (pagedata.island), and nowhere in the page itself.
     assert json.dumps(answer)[1:-1].replace("<", "\\u003c").replace(">", "\\u003e").replace(
-        "&", "\\u0026") in text
+        "&", "\\u0026") in page_text(page)
+    assert "alert('answer')" not in page.read_text(encoding="utf-8")
 
 
 def test_hostile_answers_one_script_allowed_by_its_hash_and_no_key(
@@ -527,9 +529,11 @@ def test_hostile_answers_one_script_allowed_by_its_hash_and_no_key(
     scripts, policy = scripts_and_policy(text)
     assert scripts == [PAGE_JS.read_text(encoding="utf-8")]
     assert policy["script-src"] == page_js_source() and policy["default-src"] == "'none'"
-    assert text.count("<script") == 2  # page.js and the cells' data element
+    assert text.count("<script") == 2  # page.js and the cells' index
     assert '<script type="application/json" id="fragbench-cells">' in text
-    # the answers' markup, as escapes in the data element
+    # the answers' markup, as escapes in the data files (each one call of fragbenchData)
+    assert len(page_data(page, "cells")["cells"]) == 72
+    text = page_bytes(page).decode("utf-8") + page_text(page)  # every byte written
     assert "\\u003cscript\\u003e" in text and "onerror=" in text
     for form, value in key_forms().items():
         assert value not in text, form
@@ -627,9 +631,10 @@ def test_three_series_grid_page(extractive: Path, tmp_path: Path) -> None:
     done = run_cli("compare", *series, "--html", str(page))
     assert done.returncode == 0, done.stderr
     text = page.read_text(encoding="utf-8")
-    rows = re.findall(r'<tr class="cell-row" ([^>]*)>', text)
-    assert len(rows) == 72
-    assert sum('data-differs="true"' in r for r in rows) == 1
+    assert '<tr class="cell-row"' not in text  # the rows are data, beside the page
+    rows = page_data(page, "cells")["cells"]
+    assert len(rows) == 72 and [r["differs"] for r in rows].count("true") == 1
+    assert [r["anchor"] for r in rows] == ["-".join(str(r[c]) for c in CELL) for r in rows]
     scripts, policy = scripts_and_policy(text)
     assert scripts == [PAGE_JS.read_text(encoding="utf-8")]
     assert policy["script-src"] == page_js_source()
@@ -658,10 +663,10 @@ def test_grid_outlines_a_series_differing_only_in_its_conditions(extractive: Pat
     page = tmp_path / "grid.html"
     done = run_cli("compare", *map(str, made), "--html", str(page))
     assert done.returncode == 0, done.stderr
-    rows = [r for r in parse(page).all("tr", "cell-row") if r.attrs["data-differs"] == "true"]
+    rows = [r for r in page_data(page, "cells")["cells"] if r["differs"] == "true"]
     assert len(rows) == 1
-    outlined = [(td.attrs["data-series"], td.attrs["data-differing"])
-                for td in rows[0].all("td", "diff")]
+    outlined = [(f"S{k + 1}", " ".join(side["differing"]))
+                for k, side in enumerate(rows[0]["sides"]) if side["differing"]]
     assert outlined == [("S3", "conditions_cited_validly")]
 
 

@@ -11,7 +11,7 @@ import pytest
 from matplotlib import image
 from support.cli import run_cli, run_process
 from support.plugins import fake_distribution, with_path
-from support.reports import aggregates, island, section_table
+from support.reports import aggregates, page_data, section_table
 from support.series import loopback_series
 
 import fragbench
@@ -66,9 +66,8 @@ def test_report_tables_match_the_parquet_files(extractive: Path) -> None:
     # raw response; report.md links to it (tests/report/test_report_html.py checks that page in
     # full).
     assert "[report.html](report.html)" in report and '{"answer"' not in report
-    page = (extractive / "report.html").read_text(encoding="utf-8")
     calls = pl.read_parquet(extractive / "calls.parquet")
-    data = {c["id"]: c for c in island(page)["calls"]}  # the calls, as the page's data
+    data = {c["id"]: c for c in page_data(extractive / "report.html")["calls"]}  # its data
     for row in calls.to_dicts():
         assert data[row["call_id"]]["status"] == "completed"
         assert data[row["call_id"]]["raw_response"] == row["raw_response"]

@@ -30,7 +30,7 @@ from support.hostile_pages import (
     page_js_source,
     scripts_and_policy,
 )
-from support.reports import Node, island, parse
+from support.reports import Node, page_bytes, page_data, page_text, parse, utf16_slice
 from support.suite import CANARY_KEY
 
 from fragbench.redact import Redactor
@@ -95,7 +95,7 @@ def check_page(series_dir: Path) -> Node:
     assert len(mains) == 1 and "(main)" in mains[0].text()
 
     # Every planned call in the page's data, in plan order (the script draws them).
-    data = island(page)
+    data = page_data(series_dir / REPORT_HTML)
     assert [c["id"] for c in data["calls"]] == calls["call_id"].to_list()
     assert doc.one("div", "call-list").children == []  # nothing drawn without the script
     assert f"The {calls.height} calls are drawn by the page's own script" in page
@@ -130,12 +130,6 @@ def check_page(series_dir: Path) -> Node:
              if c.startswith("r-")}
     assert shown == occurring
     return doc
-
-
-def utf16_slice(text: str, start: int, length: int) -> str:
-    """`text.slice(start, start + length)` as JavaScript counts (UTF-16 code units)."""
-    units = text.encode("utf-16-le")
-    return units[2 * start:2 * (start + length)].decode("utf-16-le")
 
 
 def fragments_of(data: dict[str, Any], call: dict[str, Any]) -> list[dict[str, Any]]:
@@ -197,6 +191,7 @@ def check_call(data: dict[str, Any], call: dict[str, Any], row: dict[str, Any],
 
     if row["parsed"]:
         assert call["answer"] == row["answer"] and call["parsed"] is True
+        assert "text" not in call  # never shown beside a parsed answer (the raw holds it)
     elif row["text"]:
         assert call["text"] == row["text"]
     usage = dict(zip((u[0] for u in data["usage"]), call["usage"], strict=True))
@@ -254,7 +249,7 @@ def test_locate_follows_the_reason() -> None:
 def test_the_demo_series(extractive: Path) -> None:
     doc = check_page(extractive)
     citations = pl.read_parquet(extractive / "citations.parquet")
-    data = island((extractive / REPORT_HTML).read_text(encoding="utf-8"))
+    data = page_data(extractive / REPORT_HTML)
     assert sum(len(c["cites"]) for c in data["calls"]) == citations.height > 0
     assert len(data["calls"]) == 72
     assert {c[3] for call in data["calls"] for c in call["cites"]} == {"valid"}
@@ -331,8 +326,8 @@ def test_a_stopped_model_series(experiment: Path, server: Server) -> None:
                        "not_supplied", "unknown_id", "empty_extract", "not_verbatim", "valid"]
     doc = check_page(series_dir)
     assert doc.one("html").attrs["data-state"] == "stopped"
-    page = (series_dir / REPORT_HTML).read_text(encoding="utf-8")
-    data = island(page)
+    page = page_text(series_dir / REPORT_HTML)  # the page, then its data files' JSON
+    data = page_data(series_dir / REPORT_HTML)
     calls = {c["id"]: c for c in data["calls"]}
     statuses = [c["status"] for c in calls.values()]
     assert statuses.count("not_sent") == 62 and statuses.count("failed") == 1
@@ -366,7 +361,7 @@ def test_an_empty_series(experiment: Path, server: Server) -> None:
     series_dir = collect(experiment, server, "empty")
     assert pl.read_parquet(series_dir / "citations.parquet").height == 0
     doc = check_page(series_dir)
-    data = island((series_dir / REPORT_HTML).read_text(encoding="utf-8"))
+    data = page_data(series_dir / REPORT_HTML)
     assert all(c["cites"] == [] and all(len(f) == 2 for f in c["frags"]) for c in data["calls"])
     statuses = [c["status"] for c in data["calls"]]
     assert statuses.count("failed") == 1 and statuses.count("not_sent") == 71
@@ -389,16 +384,22 @@ def test_jinja2_is_imported_only_to_write_a_page() -> None:
 def test_the_policy_allows_the_template_script_alone(experiment: Path, server: Server) -> None:
     """On a page full of hostile answers: exactly one <script> element, page.js as committed,
     and the Content-Security-Policy allows that script alone, by the sha256 of page.js's own
-    bytes (never of something read from the page)."""
-    page = (hostile_series(experiment, server) / REPORT_HTML).read_text(encoding="utf-8")
+    bytes (never of something read from the page), and what it adds itself ('strict-dynamic':
+    its data files beside the page; a script element in the page's markup is never one)."""
+    path = hostile_series(experiment, server) / REPORT_HTML
+    page = path.read_text(encoding="utf-8")
     scripts, policy = scripts_and_policy(page)
     assert scripts == [PAGE_JS.read_text(encoding="utf-8")]
     assert policy["script-src"] == page_js_source()
     assert policy["default-src"] == "'none'" and "unsafe" not in policy["script-src"]
-    # page.js, and the calls as data (type application/json: never run, whatever it holds)
+    # page.js, and the calls' index as data (application/json: never run, whatever it holds)
     assert page.count("<script") == 2 and len(islands(page)) == 1
     assert page.count('<script type="application/json" id="fragbench-calls">') == 1
-    assert "\\u003cscript\\u003e" in page and "onerror=" in page  # the answers' markup, as data
+    # the answers' markup is in the data files beside it, as escaped data (each one call of
+    # fragbenchData with a string: page_data reads every one of them)
+    assert len(page_data(path)["calls"]) == 72
+    data = page_text(path)
+    assert "\\u003cscript\\u003e" in data and "onerror=" in data
 
 
 def test_every_value_is_redacted_then_escaped(extractive: Path,
@@ -433,13 +434,13 @@ def test_every_value_is_redacted_then_escaped(extractive: Path,
 
     result = run_cli("report", str(extractive), env={"OPENAI_API_KEY": CANARY_KEY})
     assert result.returncode == 0, result.stderr
-    data = (extractive / REPORT_HTML).read_bytes()
-    text = data.decode("utf-8")
+    data = page_bytes(extractive / REPORT_HTML)  # the page and every data file beside it
+    text = data.decode("utf-8") + page_text(extractive / REPORT_HTML)  # and their JSON
     for form, value in [*forms, ("cut at a value's end", cut_prefix())]:
         assert value not in text, form
     assert CANARY_KEY.lower() not in text.lower()
     assert "<b>" not in text  # each value's markup is escaped in the data
-    calls = {c["id"]: c for c in island(text)["calls"]}
+    calls = {c["id"]: c for c in page_data(extractive / REPORT_HTML)["calls"]}
     assert calls[second]["answer"] == "cut here: [redacted]"
     call = calls[first]
     monkeypatch.setenv("OPENAI_API_KEY", CANARY_KEY)

@@ -74,12 +74,16 @@ def chromium_browser() -> Iterator[Any]:
 @attrs.define
 class Opened:
     """A page opened from a file, every request it made, and every way it could have left
-    itself: a frame navigated (the first load included), a window opened, a dialog shown."""
+    itself: a frame navigated (the first load included), a window opened, a dialog shown.
+    Its own data files (`own`: scripts its data folder beside it holds, which page.js loads)
+    are the one thing it may ask for besides itself."""
 
     page: Any
     url: str
     requests: list[str]
     blocked: list[str]
+    folder: str = ""
+    """The URL of the folder the page is in, ending in `/`."""
     navigations: list[str] = attrs.field(factory=list)
     popups: list[str] = attrs.field(factory=list)
     dialogs: list[str] = attrs.field(factory=list)
@@ -87,11 +91,16 @@ class Opened:
     """What the page logged; Chromium logs each script the Content-Security-Policy refused."""
 
     def network(self) -> list[str]:
-        """Every request other than the page itself. data: URLs (the embedded figures) are
-        content carried inside the page, not a request to anywhere: they are left out here,
-        explicitly, should Chromium ever report them."""
+        """Every request other than the page itself and its own data files (`own`). data:
+        URLs (the embedded figures) are content carried inside the page, not a request to
+        anywhere: they are left out here, explicitly, should Chromium ever report them."""
         return [u for u in self.requests + self.blocked
-                if u != self.url and not u.startswith("data:")]
+                if u != self.url and not u.startswith("data:") and u not in self.own()]
+
+    def own(self) -> list[str]:
+        """The page's data files it asked for: a script in a folder beside the page named
+        `<page stem>-data/<digest>` (fragbench.report.pagedata), and nothing else there."""
+        return [u for u in self.requests if own_data_file(self.folder, u)]
 
     def elsewhere(self) -> list[str]:
         """Every way the page went anywhere but itself: requests, a frame (main or not) that
@@ -110,14 +119,33 @@ class Opened:
                 + ([f"page url {self.page.url}"] if away(self.page.url) else []))
 
 
+OWN_DATA_FILE = re.compile(r"[^/]+-data/[0-9a-f]{16}/(calls|cells|search)-[0-9]{4}\.js")
+
+
+def own_data_file(folder: str, url: str) -> bool:
+    """Whether `url` is one of a page's data files: in `folder` (the page's), in a folder named
+    `<stem>-data/<digest>`, a calls, cells or search script (what page.js may load)."""
+    return url.startswith(folder) and OWN_DATA_FILE.fullmatch(url[len(folder):]) is not None
+
+
+def ready(page: Any) -> None:
+    """Wait until the page's list of calls or cells is drawn and waits for no data file (the
+    page marks its list aria-busy while it does)."""
+    page.wait_for_function(
+        "() => { const l = document.querySelector('#call-list, #cell-list'); return !l"
+        " || l.dataset.error || (l.dataset.drawn && !l.hasAttribute('aria-busy')); }")
+
+
 @contextmanager
 def open_page(browser: Any, path: Path, *, javascript: bool = True,
-              viewport: tuple[int, int] = (1280, 900)) -> Iterator[Opened]:
-    """Open `path` as a file:// URL in a fresh context. Every request is recorded
-    (`page.on("request")`), and every request but the page's own URL and data: URLs is also
-    routed to an abort, so that a page that does reach out fails here and nothing leaves the
-    machine while it does."""
+              viewport: tuple[int, int] = (1280, 900), fragment: str = "") -> Iterator[Opened]:
+    """Open `path` as a file:// URL in a fresh context, once its first page of items is drawn
+    (`ready`). Every request is recorded (`page.on("request")`), and every request but the
+    page's own URL, its own data files (`own_data_file`) and data: URLs is also routed to an
+    abort, so that a page that does reach out fails here and nothing leaves the machine while
+    it does. `fragment` (`#call-…`) is the URL's fragment as the page opens."""
     url = path.resolve().as_uri()
+    folder = path.resolve().parent.as_uri() + "/"
     context = browser.new_context(java_script_enabled=javascript,
                                   viewport={"width": viewport[0], "height": viewport[1]})
     context.set_default_timeout(PATIENCE_MS)
@@ -126,7 +154,7 @@ def open_page(browser: Any, path: Path, *, javascript: bool = True,
 
     def route(route: Any) -> None:
         asked = route.request.url
-        if asked == url or asked.startswith("data:"):
+        if asked == url or asked.startswith("data:") or own_data_file(folder, asked):
             route.continue_()
         else:
             blocked.append(asked)
@@ -135,7 +163,7 @@ def open_page(browser: Any, path: Path, *, javascript: bool = True,
     try:
         context.route("**/*", route)
         page = context.new_page()
-        opened = Opened(page, url, requests, blocked)
+        opened = Opened(page, url, requests, blocked, folder)
         page.on("request", lambda request: requests.append(request.url))
         page.on("framenavigated", lambda frame: opened.navigations.append(frame.url))
         page.on("console", lambda message: opened.console.append(message.text))
@@ -146,7 +174,9 @@ def open_page(browser: Any, path: Path, *, javascript: bool = True,
             shown.dismiss()
 
         page.on("dialog", dialog)
-        page.goto(url, wait_until="load")
+        page.goto(url + fragment, wait_until="load")
+        if javascript:
+            ready(page)
         yield opened
     finally:
         context.close()

@@ -174,9 +174,10 @@ PAGE_JS = Path(fragbench.__file__).parent / "report" / "templates" / "page.js"
 
 
 def page_js_source() -> str:
-    """`'sha256-…'` of page.js's bytes: the only script-src a page may have."""
+    """The only script-src a page may have: `'sha256-…'` of page.js's bytes, and
+    `'strict-dynamic'` (the scripts page.js adds itself: its data files beside the page)."""
     digest = hashlib.sha256(PAGE_JS.read_bytes()).digest()
-    return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
+    return f"'sha256-{base64.b64encode(digest).decode('ascii')}' 'strict-dynamic'"
 
 
 class _Scripts(HTMLParser):

@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "471296e08808a3b1c842019ba2052522d22f0a2e62fafc3fd9e0dce363f75ca4"
+PROTOCOL_PLAN_SHA256 = "76384654a29f0498c666a92b347c4e16aa43391ba93ee3147dae51dbc7091b70"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

@@ -176,11 +176,152 @@ def parse(page: str) -> Node:
 
 
 def island(page: str) -> dict[str, Any]:
-    """The page's one data element (report.html's calls), parsed as the script parses it."""
+    """The page's one data element (report.html's index of calls, the pair page's of cells),
+    parsed as the script parses it, after checking its escapes."""
     [text] = islands(page)
-    assert "<" not in text and "\u2028" not in text and "\u2029" not in text
-    data: dict[str, Any] = json.loads(text)
-    return data
+    return escaped_json(text)
+
+
+def escaped_json(text: str) -> Any:
+    """JSON as a page's data holds it: no `<`, `>`, `&` or line separator but as `\\u`
+    escapes (fragbench.report.pagedata.island)."""
+    assert not set(text) & {"<", ">", "&", "\u2028", "\u2029"}, "an unescaped character"
+    return json.loads(text)
+
+
+DATA_FILE = re.compile(r'fragbenchData\("([a-z]+-[0-9]{4})",(".*")\);\n', re.DOTALL)
+
+
+def data_json(path: Path) -> str:
+    """One data file beside a page, `fragbenchData("NAME","JSON");` (its name that of the file,
+    its one argument a string literal): the JSON text page.js hands JSON.parse."""
+    text = path.read_text(encoding="utf-8")
+    found = DATA_FILE.fullmatch(text)
+    assert found, f"{path.name}: not one fragbenchData call: {text[:80]!r}"
+    assert found[1] == path.stem, (found[1], path.name)
+    literal = json.loads(found[2])
+    assert isinstance(literal, str)
+    return literal
+
+
+def data_file(path: Path) -> Any:
+    """One data file's data, its JSON's escapes checked (`escaped_json`)."""
+    return escaped_json(data_json(path))
+
+
+def data_folder(page: Path, index: dict[str, Any]) -> Path:
+    """The folder beside the page its index names."""
+    folder = page.parent / index["files"]["dir"]
+    assert re.fullmatch(r"[^/]+-data/[0-9a-f]{16}", index["files"]["dir"]), index["files"]
+    assert folder.is_dir(), folder
+    return folder
+
+
+def utf16_slice(text: str, start: int, length: int) -> str:
+    """`text.slice(start, start + length)` as JavaScript counts (UTF-16 code units)."""
+    units = text.encode("utf-16-le")
+    return units[2 * start:2 * (start + length)].decode("utf-16-le")
+
+
+def marked_extracts(call: dict[str, Any], texts: list[str]) -> None:
+    """A located extract is null in a data file: the text the pieces of its fragment mark
+    (page.js reads it there). Filled in here as page.js does, after checking that each null
+    one is marked in exactly one fragment."""
+    marked: dict[int, str] = {}
+    where: dict[int, set[int]] = {}
+    for k, fragment in enumerate(call["frags"]):
+        if len(fragment) < 3:
+            continue
+        whole, at = texts[fragment[1]], 0
+        for size, numbers in fragment[2]:
+            text = size if isinstance(size, str) else utf16_slice(whole, at, size)
+            at += 0 if isinstance(size, str) else size
+            for n in numbers:
+                marked[n] = marked.get(n, "") + text
+                where.setdefault(n, set()).add(k)
+    for cite in call["cites"]:
+        if cite[2] is None:
+            assert len(where.get(cite[0], ())) == 1, (call["id"], cite)
+            cite[2] = marked[cite[0]]
+
+
+def page_data(page: Path, kind: str = "calls") -> dict[str, Any]:
+    """Everything a page shows of its calls (report.html) or cells (the pair page and the grid,
+    `kind` "cells"), read as page.js reads it: the index in the page, each item's detail from
+    the data files beside it, in order, and each item's search text (`search`). The one decoder
+    of the tests: it checks the layout on the way (each item in the file and at the place the
+    index puts it, the index's fields those of the item, the derived IDs the items' own, every
+    file of the folder read) and gives back what the page held when it was one element: `texts`
+    (each fragment or question text, the items' indexes into it shifted to this one list),
+    `calls` or `cells`, `usage`, `reasons`, the `index` itself."""
+    index = island(page.read_text(encoding="utf-8"))
+    folder = data_folder(page, index)
+    files = index["files"]
+    count = index["count"]
+    texts: list[str] = []
+    items: list[dict[str, Any]] = []
+    read = set()
+    for number in range(1, -(-count // files[kind]) + 1):
+        path = folder / f"{kind}-{number:04d}.js"
+        one = data_file(path)
+        read.add(path.name)
+        shift = len(texts)
+        texts += one.get("texts", [])
+        for item in one[kind]:
+            if kind == "calls":
+                marked_extracts(item, one["texts"])
+            if shift and kind == "calls":
+                item["frags"] = [[f[0], f[1] + shift, *f[2:]] for f in item["frags"]]
+                if "q" in item:
+                    item["q"] += shift
+            items.append(item)
+        assert len(one[kind]) == (files[kind] if number * files[kind] <= count
+                                  else count % files[kind])
+    search: list[str] = []
+    for number in range(1, -(-count // files["search"]) + 1):
+        path = folder / f"search-{number:04d}.js"
+        search += data_file(path)
+        read.add(path.name)
+    assert len(items) == len(search) == count
+    assert sorted(read) == sorted(p.name for p in folder.iterdir())
+    fields = index["fields"]
+    for i, item in enumerate(items):
+        item["search"] = search[i]
+        value = {name: f[0][f[1][i]] for name, f in fields.items()}
+        if kind == "calls":
+            derived = "{case}-{lang}-{variant}-{mode}-r{rep}".format(**value)
+            assert item["id"] == index["ids"].get(str(i), derived), (i, item["id"])
+            assert index["ids"].get(str(i)) != derived
+            assert value["reasons"] == " ".join(c[3] for c in item["cites"])
+            for name in ("case", "lang", "variant", "mode", "rep"):
+                assert value[name] == str(item[name]), (i, name)
+            for name in fields:
+                if name.startswith("group:"):
+                    assert value[name] == item.get("groups", {}).get(name[6:], ""), (i, name)
+        else:  # a compare page's cell or row: its anchor, and what the filters compare
+            derived = "-".join(value[f"data-{c}"] for c in ("case", "lang", "variant", "mode",
+                                                              "rep"))
+            assert item["anchor"] == index["anchors"].get(str(i), derived), (i, item["anchor"])
+            for name in ("case", "lang", "variant", "mode", "rep", "differs", "compared"):
+                assert value[f"data-{name}"] == str(item[name]), (i, name)
+    return {"texts": texts, kind: items, "usage": index.get("usage"),
+            "reasons": index.get("reasons"), "index": index}
+
+
+def page_bytes(page: Path) -> bytes:
+    """The page and every data file of its folder: all it writes, for a check of every byte."""
+    index = island(page.read_text(encoding="utf-8"))
+    folder = data_folder(page, index)
+    return page.read_bytes() + b"".join(p.read_bytes() for p in sorted(folder.iterdir()))
+
+
+def page_text(page: Path) -> str:
+    """The page's text, then each data file's JSON as page.js parses it (one JSON text per
+    line): what the page held when its data was one element, for a check of its text."""
+    index = island(page.read_text(encoding="utf-8"))
+    folder = data_folder(page, index)
+    return "\n".join([page.read_text(encoding="utf-8"),
+                      *(data_json(p) for p in sorted(folder.glob("*.js")))])
 
 
 class Node:

@@ -7,7 +7,8 @@ cases renamed `CASE-kkkk`, its calls renumbered after the previous copy's, and e
 text and answer given the suffix ` (copy kkkk)` (so the texts are distinct, as in a real
 corpus; each extract stays word for word in its fragment). It writes cases.parquet
 with two groups, as a corpus with groups records it: `type` (bridge on even copies, comparison
-on odd) and `level` (easy, medium, hard in turn). Nothing is collected: the tables are built
+on odd) and `level` (easy, medium, hard in turn), and questions.parquet with each copy's
+questions (the suffix again). Nothing is collected: the tables are built
 with Polars in a second or two, so 140 copies (10,080 calls) stay cheap.
 
 `NEEDLE` is in the answer of one call only, the last one (on the last page whatever the page
@@ -90,6 +91,10 @@ def scale_series(demo: Path, out: Path, copies: int) -> Path:
     pl.DataFrame(cite_rows, schema=citations.schema).write_parquet(out / "citations.parquet")
     pl.DataFrame(case_rows, schema={"case": pl.String, "type": pl.String, "level": pl.String}
                  ).write_parquet(out / "cases.parquet")
+    questions = pl.read_parquet(demo / "questions.parquet")
+    pl.concat([questions.with_columns(pl.col("case") + f"-{k:04d}",
+                                      pl.col("question") + f" (copy {k:04d})")
+               for k in range(copies)]).write_parquet(out / "questions.parquet")
     return out
 
 

@@ -7,16 +7,20 @@ the same nor different); the warnings come first, as on screen. The page extends
 base template (report_html.environment()): no URL to load, its one script allowed by its hash,
 and every value the page prints redacted and then escaped, one value at a time, by that
 environment, and every value of its cells' data redacted one at a time (`cell_data`; an answer
-may hold markup and a key); the rendered page is never rewritten.
+may hold markup and a key); the rendered page is never rewritten. The pair page loads its data
+files beside it (below), nothing else.
 
 At scale (issue 16): the pair and the grid page use report.html's pager, filters, search and
 URL state (page.js `pagedList`, one code path): with JavaScript, one page of the cells that
 match (PAIR_PAGE_SIZE, GRID_PAGE_SIZE) is shown and the rest hidden, the filters and the
 search (each cell's text, case ignored) look at every cell, and the state is the URL's
 fragment (`#?differs=true&q=…&page=N&per=N`); a link to a cell (#cell-…) shows its page.
-The pair page's cells are data, as report.html's calls are: one `<script type="application/json"
-id="fragbench-cells">` element (`cell_data`, report_html._island), every value redacted one at a
-time before it is written, drawn by page.js (`pairPage`) a page at a time with textContent only.
+The pair page's cells are data, as report.html's calls are (issue 26): the page holds their
+index, one `<script type="application/json" id="fragbench-cells">` element (`cell_index`: what
+the filters compare and each cell's anchor), and each cell's detail and search text is in the
+data files beside the page, `<page stem>-data/<digest>/` (`cell_data`, `search_text`;
+fragbench.report.pagedata), every value redacted one at a time before it is written; page.js
+(`pairPage`) draws a page at a time with textContent only, loading the files it needs.
 Without JavaScript the page shows who A and B are, the counts and the warnings, and says the
 cells need JavaScript (the comparison table, `--out`, holds every cell). The grid page's rows
 stay markup.
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fragbench.budget.money import usd
+from fragbench.report import pagedata
 from fragbench.report.compare import (
     CELL,
     Comparison,
@@ -35,7 +40,7 @@ from fragbench.report.compare import (
     grid_differing_fields,
     side_name,
 )
-from fragbench.report.html import PAGE_SIZES, Redact, _island, memoized
+from fragbench.report.html import PAGE_SIZES, Redact, memoized
 from fragbench.series.folder import read_table, tables_of
 
 TEMPLATE = "compare.html.j2"
@@ -228,31 +233,100 @@ def page_context(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def render(comparison: Comparison, redact: Redact) -> str:
+def search_text(cell: dict[str, Any]) -> str:
+    """A cell's search text (its data's values, as page.js searches them, case ignored): the
+    cell, its note, and each side's call ID, answer, unparsed text, error, refusal, cited IDs
+    and extracts; a value another one already holds is left out (it would find nothing more:
+    page.js looks for the words in each line)."""
+    parts = [cell["case"], cell["lang"], cell["variant"], cell["mode"], cell.get("note", "")]
+    for side in cell["sides"]:
+        parts += [side.get(k, "") for k in ("call_id", "answer", "text", "error", "refusal")]
+        for cite in side["cites"]:
+            parts += [cite[1], cite[2]]
+    kept: list[str] = []
+    for part in parts:
+        if part and not any(part in k for k in kept):
+            kept.append(part)
+    return "\n".join(kept)
+
+
+def cell_index(cells: list[dict[str, Any]], redact: Redact) -> dict[str, Any]:
+    """What the pair page itself holds of every cell (its data files hold the rest): what the
+    filters compare (`fields`, by a select's data-field, dictionary-coded as report.html's
+    index is) and the cell's anchor, which page.js derives (CASE-LANG-VARIANT-MODE-REP) unless
+    `anchors` names it otherwise (by position). Every value redacted here."""
+    import polars as pl
+
+    from fragbench.report.html import coded
+
+    red = memoized(redact)
+
+    def column(name: str, of: Any) -> list[Any]:
+        return coded(pl.Series(name, [of(c) for c in cells], dtype=pl.String), red)
+
+    def flag(value: bool | None) -> str:
+        return "" if value is None else ("true" if value else "false")
+
+    fields = {f"data-{c}": column(c, lambda cell, c=c: str(cell[c]))
+              for c in ("case", "lang", "variant", "mode", "rep")}
+    fields["data-differs"] = column("differs", lambda cell: flag(cell["differs"]))
+    fields["data-compared"] = column("compared", lambda cell: flag(cell["compared"]))
+    parts = [[values[code] for code in codes] for values, codes in
+             (fields[f"data-{c}"] for c in ("case", "lang", "variant", "mode", "rep"))]
+    anchors = {str(n): anchor for n, (anchor, *cell) in
+               enumerate(zip((red(c["anchor"]) for c in cells), *parts, strict=True))
+               if anchor != "-".join(cell)}
+    return {"count": len(cells), "fields": fields, "anchors": anchors}
+
+
+def render(comparison: Comparison, redact: Redact,
+           folder: pagedata.DataFolder | None = None) -> str:
     """The page as text, each value redacted by `redact` (the CLI's redactor) before it is
-    escaped. Jinja2 is imported by report_html.environment(), only here."""
+    escaped, its cells' data files written into `folder` (without one, only hashed: the text
+    is the page's as `write_compare_page` writes it). Jinja2 is imported by
+    report_html.environment(), only here."""
+    return _page(page_context(comparison), redact, folder)
+
+
+def _page(context: dict[str, Any], redact: Redact, folder: pagedata.DataFolder | None) -> str:
+    """The page of `page_context`'s context, its cells' data files written into `folder`."""
     from markupsafe import Markup
 
     from fragbench.report.html import REASON_HELP, REASON_SYMBOLS, REASON_WORDS, environment
 
-    context = page_context(comparison)
-    data = {"series": [redact(s["name"]) for s in context["series"]],
-            "cells": cell_data(context.pop("cells"), redact),
+    if folder is None:
+        folder = pagedata.DataFolder(None)
+    cells = context.pop("cells")
+    size = pagedata.SHARD_CALLS
+    searched: list[str] = []
+    for number, start in enumerate(range(0, len(cells), size), start=1):
+        views = cell_data(cells[start:start + size], redact)
+        folder.add(pagedata.shard_name("cells", number), {"cells": views})
+        searched += [search_text(view) for view in views]
+    size = pagedata.SEARCH_CALLS
+    for number, start in enumerate(range(0, len(searched), size), start=1):
+        folder.add(pagedata.shard_name("search", number), searched[start:start + size])
+    data = {**cell_index(cells, redact),
+            "files": {"dir": folder.name, "cells": pagedata.SHARD_CALLS,
+                      "search": pagedata.SEARCH_CALLS},
+            "series": [redact(s["name"]) for s in context["series"]],
             "reasons": {r: [REASON_WORDS[r], REASON_HELP[r], REASON_SYMBOLS[r]]
                         for r in REASON_WORDS}}
-    # The one value inserted as it is: JSON of values each redacted in cell_data, its <, >, &
-    # and line separators escaped for a script element (report_html._island).
-    context["island"] = Markup(_island(data))
+    # The one value inserted as it is: JSON of values each redacted in cell_index, its <, >,
+    # & and line separators escaped for a script element (pagedata.island).
+    context["island"] = Markup(pagedata.island(data))
+    context["data_dir"] = folder.name
     return environment(redact).get_template(TEMPLATE).render(context)
 
 
 def write_compare_page(comparison: Comparison, path: Path, redact: Redact) -> None:
-    """Write the page beside, then rename it into place: a failed write leaves no half page."""
-    from fragbench.files import write_text_atomically
-
-    text = render(comparison, redact)
+    """Write the page and its data folder beside it, all or nothing (`pagedata.writing`): a
+    failed write leaves no half page, nor a page naming a folder that is not there; tables
+    that cannot be read leave nothing at all (they are read before anything is written)."""
+    context = page_context(comparison)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(path, text)
+    with pagedata.writing(path) as folder:
+        folder.publish(_page(context, redact, folder))
 
 
 GRID_TEMPLATE = "compare_grid.html.j2"
@@ -305,12 +379,63 @@ def grid_context(grid: Any) -> dict[str, Any]:
     }
 
 
+def grid_data(rows: list[dict[str, Any]], redact: Redact) -> list[dict[str, Any]]:
+    """Grid rows as the grid page's data files hold them (page.js `gridPage` draws them):
+    every string redacted here, one value at a time, as `cell_data`'s are."""
+    red = memoized(redact)
+    return [{"anchor": red(r["anchor"]), "case": red(r["case"]), "lang": red(r["lang"]),
+             "variant": red(r["variant"]), "mode": red(r["mode"]), "rep": r["rep"],
+             "compared": "true" if r["compared"] else "false",
+             "differs": "" if r["differs"] is None else ("true" if r["differs"] else "false"),
+             "sides": [{**{k: red(side[k]) for k in ("status", "words", "parsed", "valid",
+                                                     "invalid", "conditions")},
+                        "differing": [red(f) for f in side["differing"]],
+                        "differing_words": [red(w) for w in side["differing_words"]]}
+                       for side in r["sides"]]}
+            for r in rows]
+
+
+def grid_search_text(row: dict[str, Any]) -> str:
+    """A grid row's search text: what the row reads (its cell, its verdict, each series'
+    status and counts), as page.js searches it, case ignored."""
+    verdict = ("not compared" if row["compared"] != "true" else
+               "differs" if row["differs"] == "true" else "the same")
+    parts = [f"{row['case']} · {row['lang']} · {row['variant']} · {row['mode']} · "
+             f"r{row['rep']}", verdict]
+    for side in row["sides"]:
+        parts.append(side["words"] or "")
+        if side["status"] and side["status"] != "not_sent":
+            parts.append(f"parsed {side['parsed']} · valid {side['valid']} · not valid "
+                         f"{side['invalid']} · conditions {side['conditions']}")
+    return "\n".join(parts)
+
+
 def write_grid_page(grid: Any, path: Path, redact: Redact) -> None:
-    """The grid of more than two series as one self-contained page (the compare page's base,
-    script and escaping), written beside, then renamed into place."""
-    from fragbench.files import write_text_atomically
+    """The grid of more than two series as a page and its data folder beside it (the compare
+    page's base, script and escaping; its rows are data, as the pair page's cells are), all or
+    nothing (`pagedata.writing`)."""
+    from markupsafe import Markup
+
     from fragbench.report.html import environment
 
-    text = environment(redact).get_template(GRID_TEMPLATE).render(grid_context(grid))
+    context = grid_context(grid)
+    rows = context.pop("rows")
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(path, text)
+    with pagedata.writing(path) as folder:
+        size = pagedata.SHARD_CALLS
+        searched: list[str] = []
+        for number, start in enumerate(range(0, len(rows), size), start=1):
+            views = grid_data(rows[start:start + size], redact)
+            folder.add(pagedata.shard_name("cells", number), {"cells": views})
+            searched += [grid_search_text(view) for view in views]
+        size = pagedata.SEARCH_CALLS
+        for number, start in enumerate(range(0, len(searched), size), start=1):
+            folder.add(pagedata.shard_name("search", number), searched[start:start + size])
+        data = {**cell_index(rows, redact),
+                "files": {"dir": folder.name, "cells": pagedata.SHARD_CALLS,
+                          "search": pagedata.SEARCH_CALLS},
+                "series": [redact(s["letter"]) for s in context["series"]]}
+        # The one value inserted as it is (pagedata.island), as on the pair page.
+        context["island"] = Markup(pagedata.island(data))
+        context["data_dir"] = folder.name
+        folder.publish(environment(redact).get_template(GRID_TEMPLATE).render(context))

@@ -8,37 +8,49 @@ the answer, every citation with its reason, usage, cost and the raw response. Li
 publishes no score and no ranking: everything is per call, and a null or adverse result is
 shown as plainly as a valid one.
 
-The file must open from disk, offline, and be committed with the results: no external URL (no
+The page must open from disk, offline, and be committed with the results: no external URL (no
 CDN, font or script to load); the figures are embedded as data URIs; CSS and the script are
-inline.
+inline; the calls' detail is in the page's data folder beside it, `report-data/<digest>/`
+(`fragbench.report.pagedata`, which says why: a page of any size opens in the time its index
+takes), the only thing the page loads.
 
-At scale (issue 16): the page opens with what was run and a summary of counts (calls planned,
-sent, answered, parsed; citations valid and other) per case group when the series has
+At scale (issues 16, 26): the page opens with what was run and a summary of counts (calls
+planned, sent, answered, parsed; citations valid and other) per case group when the series has
 cases.parquet (`case`, then one String column per group), then per mode, language and variant.
-The calls are not markup but data: one `<script type="application/json" id="fragbench-calls">`
-element (`_call_data`, `_island`), which page.js draws a page at a time (50 calls by default)
-with textContent and attribute values only, to the DOM contract below. The filters (case,
-language, variant, mode, each group as `filter-group-KEY`, reason) and the search (answer,
-unparsed text, extracts, call ID; case ignored) select among every call, and their state is
-the URL's fragment `#?KEY=VALUE&q=…&page=N&per=N`. Without JavaScript the summary, the
-availability table (its first AVAILABILITY_SHOWN passages and totals) and the measures read as
-before; the calls, the filters and the search are not shown, and a note says so.
+The calls are not markup but data. The page holds their index, one `<script
+type="application/json" id="fragbench-calls">` element (`_call_index`: for each call what the
+filters compare and what names it, a few bytes a call); each call's detail (fragments, answer,
+citations, usage, raw response; `_call_views`) is in the data files `calls-NNNN.js`, their
+search texts in `search-NNNN.js` (`_write_calls`). page.js draws a page of calls at a time (50
+by default) with textContent and attribute values only, to the DOM contract below, loading the
+data files that page needs (the list is aria-busy meanwhile). The filters (case, language,
+variant, mode, each group as `filter-group-KEY`, reason) read the index; the search (answer,
+unparsed text, extracts, call ID; case ignored) loads the search files on its first use,
+saying so; both select among every call, and their state is the URL's fragment
+`#?KEY=VALUE&q=…&page=N&per=N`; `#call-ID` draws that call's page. Without JavaScript the
+summary, the availability table (its first AVAILABILITY_SHOWN passages and totals) and the
+measures read as before; the calls, the filters and the search are not shown, and a note says
+so.
 
 Every byte from a response is hostile (an answer may hold markup, escapes, a key). So every
 value a template prints is first redacted, then escaped by Jinja2's autoescape, one value at a
-time (`environment`), and every value of the calls' data is redacted one at a time before it is
-written as JSON whose `<`, `>`, `&` and U+2028/U+2029 are escapes (`_island`); a rendered page
-is never transformed afterwards (decoding or redacting a whole page could turn an answer's text
-into markup). The one script is `templates/page.js`, inserted whole, and the page's Content-
-Security-Policy allows it alone by its sha256, computed from that file (`page_script`), never
-read back from a page: markup that ever slipped past escaping still could not run. The DOM
-(classes and data attributes) is a contract the browser tests and the compare page share;
-`docs/tables.md` documents the tables it reads. Beyond the contract: `<html data-model>`; each
-filter select names the call field it compares (`data-field`, `data-match` exact or word) and
-its URL state name (`data-state`); a call never sent keeps its `ol.fragments` (what it would
-have been shown) inside a closed `details.unsent-fragments`; `ol.citations` exists only for a
-parsed answer; `li.citation` also carries `r-REASON` and an id (`call-ID-cN`), and a
-misattributed one names the fragment that holds its extract.
+time (`environment`), and every value of the calls' index and data files is redacted one at a
+time before it is written as JSON whose `<`, `>`, `&` and U+2028/U+2029 are escapes
+(`pagedata.island`); a rendered page or data file is never transformed afterwards (decoding or
+redacting a whole page could turn an answer's text into markup). The one script is
+`templates/page.js`, inserted whole, and the page's Content-Security-Policy allows it by its
+sha256, computed from that file (`page_script`), never read back from a page, and with
+'strict-dynamic' the data files it adds itself: markup that ever slipped past escaping still
+could not run, nor load a script. The DOM (classes and data attributes) is a contract the
+browser tests and the compare page share; `docs/tables.md` documents the tables it reads.
+Beyond the contract: `<html data-model>`; each filter select names the call field it compares
+(`data-field`, `data-match` exact or word) and its URL state name (`data-state`); a call never
+sent keeps its `ol.fragments` (what it would have been shown) inside a closed
+`details.unsent-fragments`; `ol.citations` exists only for a parsed answer; `li.citation` also
+carries `r-REASON` and an id (`call-ID-cN`), and a misattributed one names the fragment that
+holds its extract; `#call-list` is `aria-busy` while the page waits for a data file,
+`data-drawn` counts the pages drawn, and `data-error="missing"` (with a `p.list-status.error`
+naming the folder) says a data file could not be read.
 
 Jinja2 is imported inside the functions, so that `fragbench --help` never pays for it.
 """
@@ -49,7 +61,6 @@ import base64
 import functools
 import hashlib
 import itertools
-import json
 import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -58,11 +69,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from fragbench.report import pagedata
+
 if TYPE_CHECKING:
     import jinja2
     import polars as pl
 
+    from fragbench.report.pagedata import DataFolder
+
 REPORT_HTML = "report.html"
+REPORT_DATA = "report" + pagedata.DATA_SUFFIX
+"""The folder beside report.html holding its data folder (pagedata.data_root)."""
 TEMPLATES = Path(__file__).parent / "templates"
 PAGE_SCRIPT_FILE = TEMPLATES / "page.js"
 """The pages' one script (the filters and the header's scroll padding)."""
@@ -143,6 +160,11 @@ def segments(text: str, spans: Sequence[tuple[int, int, int]]) -> list[Segment]:
             raise ValueError(f"citation {number}: span {start}..{end} is outside a text of "
                              f"{len(text)} characters")
     live = [(n, s, e) for n, s, e in spans if s < e]
+    if live and all((s, e) == live[0][1:] for _, s, e in live):  # one stretch (often all of it)
+        _, a, b = live[0]
+        numbers = tuple(sorted(n for n, _, _ in live))
+        return [seg for seg in (Segment(text[:a], ()), Segment(text[a:b], numbers),
+                                Segment(text[b:], ())) if seg.text]
     cuts = sorted({0, len(text), *(s for _, s, _ in live), *(e for _, _, e in live)})
     return [Segment(text[a:b], tuple(sorted(n for n, s, e in live if s <= a and b <= e)))
             for a, b in itertools.pairwise(cuts)]
@@ -160,9 +182,11 @@ def _count(value: int | None) -> str:
     return "—" if value is None else str(value)
 
 
-def _fragments(row: dict[str, Any], cites: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The call's fragments, each cut into pieces: (text, citation numbers, their reasons).
-    Each located citation gets `found_in`, the fact ID of the fragment that holds it."""
+def _fragments(row: dict[str, Any], cites: list[dict[str, Any]]
+               ) -> list[tuple[str, str, list[Segment] | None]]:
+    """The call's fragments as (fact ID, text, its segments where an extract is highlighted in
+    it, else None). Each located citation gets `found_in`, the fact ID of the fragment that
+    holds it."""
     ids = row["supplied_ids"] or []
     texts = row["supplied_texts"] if row["supplied_texts"] is not None else [""] * len(ids)
     shown = list(zip(ids, texts, strict=True))
@@ -170,15 +194,11 @@ def _fragments(row: dict[str, Any], cites: list[dict[str, Any]]) -> list[dict[st
     for cite in cites:
         where = locate(shown, cite["id"], cite["extract"], cite["reason"])
         cite["found_in"] = None if where is None else shown[where[0]][0]
-        if where is not None:
+        if where is not None and cite["extract"]:
             index, start = where
             spans.setdefault(index, []).append(
                 (cite["citation"], start, start + len(cite["extract"])))
-    reason_of = {c["citation"]: c["reason"] for c in cites}
-    return [{"fact_id": fact_id,
-             "pieces": [{"text": seg.text, "citations": seg.citations,
-                         "reasons": tuple(reason_of[n] for n in seg.citations)}
-                        for seg in segments(text, spans.get(index, []))]}
+    return [(fact_id, text, segments(text, spans[index]) if index in spans else None)
             for index, (fact_id, text) in enumerate(shown)]
 
 
@@ -245,26 +265,78 @@ def listed_calls(calls: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     return listed, ordered.height - listed.height
 
 
-def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
-               groups: dict[str, dict[str, str]], redact: Redact,
-               questions: dict[tuple[str, str], str] | None = None) -> dict[str, Any]:
-    """The calls as the page's data island: every value redacted here, one value at a time
-    (the island is JSON, escaped for its script element by `_island`; the page's script puts
-    each value into the page as text, never as markup).
+def _utf16(text: str) -> int:
+    """`text`'s length in UTF-16 code units (what JavaScript's slice counts)."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
 
-    `texts` holds each distinct fragment text once (the same passage is shown to many calls);
-    each call's fragment is [fact ID, index in `texts`] or, where extracts are highlighted,
-    [fact ID, index, pieces], a piece being [text, citation numbers]. A citation is
-    [number, cited ID, extract, reason, reason at the typographic level, fact ID of the
-    fragment holding it (a located extract) or null]. `q` is the index in `texts` of the
-    call's question (`questions`: (case, lang) -> question; none for a series recorded before
-    questions.parquet). Empty values are left out."""
-    red = memoized(redact)
 
-    by_call: dict[str, list[dict[str, Any]]] = {}
-    if citations is not None:
-        for cite in citations.sort("call_id", "citation").to_dicts():
-            by_call.setdefault(cite["call_id"], []).append(cite)
+def coded(values: pl.Series, red: Callable[[Any], Any]) -> list[Any]:
+    """A column of the index, dictionary-coded: [its distinct values, each redacted; each
+    call's value as its position in that list] (a few bytes a call whatever the value)."""
+    import polars as pl
+
+    column = values.cast(pl.String).fill_null("")
+    distinct = column.unique(maintain_order=True).to_list()
+    return [[red(v) for v in distinct],
+            column.cast(pl.Enum(distinct)).to_physical().to_list()]
+
+
+def _call_index(listed: pl.DataFrame, citations: pl.DataFrame | None,
+                group_frame: pl.DataFrame | None, keys: list[str], red: Callable[[Any], Any]
+                ) -> tuple[dict[str, Any], list[str]]:
+    """What the page itself holds of every listed call: what the filters compare and what the
+    URL names, each column dictionary-coded (`coded`), every value redacted here. A call's ID
+    is not stored where it is what page.js derives from the others (CASE-LANG-VARIANT-MODE-rREP,
+    as the plan names calls); `ids` holds the others by position. `fields` names each column
+    by a filter's data-field (`reasons`: the call's citation reasons, space-separated;
+    `group:KEY`: its case's group value). Also returns each call's ID, redacted, in order."""
+    import polars as pl
+
+    frame = listed.select("call_id", "case", "lang", "variant", "mode",
+                          pl.col("rep").cast(pl.String))
+    if citations is not None and citations.height:
+        reasons = (citations.sort("call_id", "citation").group_by("call_id")
+                   .agg(pl.col("reason").str.join(" ").alias("reasons")))
+        frame = frame.join(reasons, on="call_id", how="left", maintain_order="left")
+    else:
+        frame = frame.with_columns(pl.lit("").alias("reasons"))
+    if group_frame is not None and keys:
+        named = group_frame.unique("case").select(
+            "case", *(pl.col(k).alias(f"group:{k}") for k in keys))
+        frame = frame.join(named, on="case", how="left", maintain_order="left")
+    fields = {name: coded(frame[name], red)
+              for name in ("case", "lang", "variant", "mode", "rep", "reasons",
+                           *(f"group:{k}" for k in keys))}
+    ids = [red(i) for i in frame["call_id"].to_list()]
+    parts = [[values[code] for code in codes] for values, codes in
+             (fields[n] for n in ("case", "lang", "variant", "mode", "rep"))]
+    odd = {str(n): call_id for n, (call_id, *cell) in enumerate(zip(ids, *parts, strict=True))
+           if call_id != "{}-{}-{}-{}-r{}".format(*cell)}
+    return {"count": listed.height, "fields": fields, "ids": odd}, ids
+
+
+def _call_views(rows: list[dict[str, Any]], ids: list[str], cites_of: dict[str, list[Any]],
+                groups: dict[str, dict[str, str]], red: Callable[[Any], Any],
+                questions: dict[tuple[str, str], str]) -> tuple[dict[str, Any], list[str]]:
+    """One data file of calls (page.js draws each call's card from it) and each call's search
+    text: every value redacted here, one value at a time (the file's JSON is escaped by
+    `pagedata.island`; the page's script puts each value in as text, never as markup).
+
+    `texts` holds each distinct fragment text of the file once (the same passage is shown to
+    many calls, and a case's calls are neighbours in plan order); each call's fragment is
+    [fact ID, index in `texts`] or, where extracts are highlighted, [fact ID, index, pieces], a
+    piece being [length in UTF-16 code units, citation numbers] (or [text, numbers] where the
+    redactor changed the text). A citation is [number, cited ID, extract, reason, reason at the
+    typographic level, fact ID of the fragment holding it (a located extract) or null]; a
+    located extract is null where the pieces of a fragment mark it (the same characters, shown
+    there already: each passage is stored once, and page.js reads the extract from it). `q` is
+    the index in `texts` of the call's question (none for a series recorded before
+    questions.parquet). Empty values are left out, and so is the answer text as it came where
+    an answer parsed (the card never shows it; the raw response holds it).
+
+    A call's search text is its answer, its unparsed text and each extract that neither holds
+    (page.js searches the call ID, then this, case ignored: an extract inside the answer would
+    find nothing the answer does not)."""
     texts: list[str] = []
     text_index: dict[str, int] = {}
 
@@ -276,38 +348,42 @@ def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
             texts.append(red(text))
         return index
 
-    rows = []
-    for row in calls.sort("seq").to_dicts():
-        cites = by_call.get(row["call_id"], [])
+    views, searched = [], []
+    for row, call_id in zip(rows, ids, strict=True):
+        cites = cites_of.get(row["call_id"], [])
         frags = []
-        for fragment in _fragments(row, cites):
-            whole = "".join(p["text"] for p in fragment["pieces"])
+        marked: set[int] = set()  # citations whose extract the page reads from a fragment
+        for fact_id, whole, cut in _fragments(row, cites):
             index = stored(whole)
-            entry: list[Any] = [red(fragment["fact_id"]), index]
-            if any(p["citations"] for p in fragment["pieces"]) and texts[index] == whole:
+            entry: list[Any] = [red(fact_id), index]
+            if cut is not None and texts[index] == whole:
                 # A piece by its length in UTF-16 code units (what JavaScript's slice
                 # counts), as the text is already in `texts`.
-                entry.append([[len(p["text"].encode("utf-16-le")) // 2, list(p["citations"])]
-                              for p in fragment["pieces"]])
-            elif any(p["citations"] for p in fragment["pieces"]):
+                entry.append([[_utf16(seg.text), list(seg.citations)] for seg in cut])
+                marked.update(n for seg in cut for n in seg.citations)
+            elif cut is not None:
                 # The redactor changed the text: each piece redacted on its own, as text.
-                entry.append([[red(p["text"]), list(p["citations"])]
-                              for p in fragment["pieces"]])
+                entry.append([[red(seg.text), list(seg.citations)] for seg in cut])
             frags.append(entry)
         view: dict[str, Any] = {
-            "id": red(row["call_id"]), "seq": row["seq"], "case": red(row["case"]),
+            "id": call_id, "seq": row["seq"], "case": red(row["case"]),
             "lang": red(row["lang"]), "variant": red(row["variant"]), "mode": red(row["mode"]),
             "rep": row["rep"], "status": red(row["status"]),
             "words": red(STATUS_WORDS.get(row["status"], row["status"])),
             "frags": frags,
-            "cites": [[c["citation"], red(c["id"]), red(c["extract"]), red(c["reason"]),
+            # A located extract is the text its pieces mark, in a fragment stored as it was
+            # (the redactor changed nothing there): null here, read from there by page.js.
+            "cites": [[c["citation"], red(c["id"]),
+                       None if c["citation"] in marked else red(c["extract"]), red(c["reason"]),
                        red(c["reason_folded"]), red(c.get("found_in"))] for c in cites],
             "usage": [red(value) for _, _, value in _usage(row)],
         }
-        asked = (questions or {}).get((row["case"], row["lang"]))
+        asked = questions.get((row["case"], row["lang"]))
         if asked is not None:
             view["q"] = stored(asked)
         for column in CALL_TEXT:
+            if column == "text" and row["parsed"]:
+                continue
             if row[column] is not None and row[column] != "":
                 view[column] = red(row[column])
         if row["parsed"]:
@@ -318,24 +394,54 @@ def _call_data(calls: pl.DataFrame, citations: pl.DataFrame | None,
             view["redacted"] = True
         if row["case"] in groups:
             view["groups"] = {key: red(value) for key, value in groups[row["case"]].items()}
-        rows.append(view)
-    return {"texts": texts, "calls": rows,
-            "usage": [[field, label] for field, label, _ in _usage(calls.row(0, named=True))]
-            if calls.height else []}
+        views.append(view)
+        parts = [p for p in (view.get("answer", ""), view.get("text", "")) if p]
+        for cite, raw in zip(view["cites"], cites, strict=True):
+            extract = raw["extract"] if cite[2] is None else cite[2]  # as the page shows it
+            if extract and not any(extract in p for p in parts):
+                parts.append(extract)
+        searched.append("\n".join(parts))
+    return {"texts": texts, "calls": views}, searched
 
 
-_ISLAND_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
-                   "\u2029": "\\u2029"}
+def _write_calls(folder: DataFolder, listed: pl.DataFrame, citations: pl.DataFrame | None,
+                 ids: list[str], groups: dict[str, dict[str, str]], redact: Redact,
+                 questions: dict[tuple[str, str], str]) -> None:
+    """The listed calls' data files into `folder`: `calls-NNNN` of SHARD_CALLS calls each, in
+    plan order (`_call_views`), then `search-NNNN` of SEARCH_CALLS calls' search texts each.
+    One file's calls at a time become Python records (only the columns a card reads), and
+    each file redacts through its own memo, so that memory follows a file, not the series."""
+    import polars as pl
+
+    cites = None
+    if citations is not None and citations.height:
+        at = listed.select("call_id", pl.int_range(pl.len()).alias("_at"))
+        cites = citations.join(at, on="call_id").sort("_at", "citation")
+    shown = listed.select(*_SHOWN_COLUMNS)
+    searched: list[str] = []
+    for number, start in enumerate(range(0, listed.height, pagedata.SHARD_CALLS), start=1):
+        end = min(start + pagedata.SHARD_CALLS, listed.height)
+        cites_of: dict[str, list[dict[str, Any]]] = {}
+        if cites is not None:
+            lo, hi = (int(cites["_at"].search_sorted(start)),
+                      int(cites["_at"].search_sorted(end)))
+            for cite in cites.slice(lo, hi - lo).to_dicts():
+                cites_of.setdefault(cite["call_id"], []).append(cite)
+        data, texts = _call_views(shown.slice(start, end - start).to_dicts(), ids[start:end],
+                                  cites_of, groups, memoized(redact), questions)
+        folder.add(pagedata.shard_name("calls", number), data)
+        searched += texts
+    size = pagedata.SEARCH_CALLS
+    for number, start in enumerate(range(0, len(searched), size), start=1):
+        folder.add(pagedata.shard_name("search", number), searched[start:start + size])
 
 
-def _island(data: Any) -> str:
-    """`data` as the text of a `<script type="application/json">` element: JSON whose `<`, `>`
-    and `&` are `\\u` escapes, so that no value can end the element (`</script`) or open a
-    comment (`<!--`), and whose U+2028/U+2029 are escaped too (a reader pasting it into a JS
-    string must not meet a line break). The browser reads the element's text as it is (no
-    entity is decoded in a script element), and JSON.parse gives the values back exactly."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return re.sub("[<>&\u2028\u2029]", lambda m: _ISLAND_ESCAPES[m.group()], text)
+_SHOWN_COLUMNS = ("call_id", "seq", "case", "lang", "variant", "mode", "rep", "status",
+                  "supplied_ids", "supplied_texts", "parsed", "http_status", "redacted",
+                  "model", "service_tier", "input_tokens", "cached_tokens",
+                  "cache_write_tokens", "output_tokens", "reasoning_tokens", "cost_usd",
+                  "cost_unknown", "reserved_usd", "counted_usd", *CALL_TEXT)
+"""The calls.parquet columns a call's card reads (`_call_views`, `_usage`)."""
 
 
 def _groups(series_dir: Path, tables: dict[str, pl.DataFrame]
@@ -567,10 +673,13 @@ def environment(redact: Redact) -> jinja2.Environment:
 
 
 def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
-           redact: Redact | None = None, records: list[dict[str, Any]] | None = None) -> str:
+           redact: Redact | None = None, records: list[dict[str, Any]] | None = None,
+           folder: DataFolder | None = None) -> str:
     """The page's text, from the series folder's tables (or those given, already loaded) and
     its journal's `records` (else read here); each value redacted by `redact` (by default a
-    `Redactor` of the environment's secrets)."""
+    `Redactor` of the environment's secrets). The calls' data files go into `folder`
+    (`write_html_report`); without one they are only hashed, so that the text is the page's
+    as `write_html_report` would write it, its data folder's name included."""
     import polars as pl
     from markupsafe import Markup
 
@@ -596,9 +705,17 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
     keys, group_frame, skipped_groups = _groups(series_dir, tables)
     listed, unlisted = listed_calls(calls)
     groups = _listed_groups(group_frame, keys, listed)
-    data = _call_data(listed, citations, groups, redact, _questions(series_dir, listed))
+    data, ids = _call_index(listed, citations, group_frame, keys, memoized(redact))
+    if folder is None:
+        folder = pagedata.DataFolder(None)
+    _write_calls(folder, listed, citations, ids, groups, redact,
+                 _questions(series_dir, listed))
+    data["files"] = {"dir": folder.name, "calls": pagedata.SHARD_CALLS,
+                     "search": pagedata.SEARCH_CALLS}
     data["reasons"] = {r: [REASON_WORDS[r], REASON_HELP[r], REASON_SYMBOLS[r]]
                        for r in REASON_WORDS}
+    data["usage"] = ([[field, label] for field, label, _ in _usage(listed.row(0, named=True))]
+                     if listed.height else [])
     manifest = read_json(series_dir / "measures.json")
     occurring = set(citations["reason"].to_list()) if citations is not None else set()
     stop = status.get("stop") or {}
@@ -609,13 +726,14 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
         "stop": stop,
         "plan_sha256": hashlib.sha256((series_dir / "plan.json").read_bytes()).hexdigest(),
         "retrieval": plan["parameters"]["retrieval"],
-        "models": sorted({m for m in calls["model"].to_list() if m}),
+        "models": sorted(m for m in calls["model"].drop_nulls().unique().to_list() if m),
         "times": (times[0], times[-1]) if times else None,
         "status_counts": calls.group_by("status").len().sort("status").rows(),
-        # The one value inserted as it is: JSON of values each redacted in _call_data, its
-        # <, >, & and line separators escaped for a script element (_island), where Jinja's
-        # HTML escape would be wrong (a script element decodes no entity).
-        "island": Markup(_island(data)),
+        # The one value inserted as it is: JSON of values each redacted in _call_index, its
+        # <, >, & and line separators escaped for a script element (pagedata.island), where
+        # Jinja's HTML escape would be wrong (a script element decodes no entity).
+        "island": Markup(pagedata.island(data)),
+        "data_dir": folder.name,
         "planned": calls.height,
         "page_sizes": PAGE_SIZES,
         "page_size": PAGE_SIZE,
@@ -656,10 +774,10 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
 def write_html_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
                       redact: Redact | None = None,
                       records: list[dict[str, Any]] | None = None) -> Path:
-    """Write report.html beside report.md (`render`); written beside, then renamed into place,
-    so that a failed write leaves the old page, never half of one."""
-    from fragbench.files import write_text_atomically
-
+    """Write report.html beside report.md (`render`) with its data folder, all or nothing
+    (`pagedata.writing`: a failed write leaves the old page and its folder, never half of
+    either, nor a page naming a folder that is not there)."""
     path = series_dir / REPORT_HTML
-    write_text_atomically(path, render(series_dir, tables, redact, records))
+    with pagedata.writing(path) as folder:
+        folder.publish(render(series_dir, tables, redact, records, folder))
     return path

@@ -8,14 +8,14 @@
    select compares the field its data-field names, whole or as one of its words
    (data-match), and is named in the URL by its data-state.
 
-   report.html (a form.filters with data-calls): the calls are data, a JSON element the page
-   holds (never markup), drawn a page at a time, every value put in with textContent or as an
-   attribute's value, never parsed as HTML (`reportPage`).
-
-   The pair page (a form.filters with data-cells): its cells are data too, drawn the same way
-   (`pairPage`). The grid page (a form.filters with data-items and data-list): its rows are
-   markup, so that it reads whole without JavaScript; the script hides all but the page shown,
-   and a select's data-field names the attribute it compares (`itemPage`).
+   report.html (a form.filters with data-calls), the pair page (data-cells) and the grid page
+   (data-rows): the page holds an index (a JSON element: what the filters compare, what a link
+   names), and each call's, cell's or row's detail is in the data files beside the page
+   (`dataFiles`: script elements this script adds, each handing over one file's JSON), loaded
+   for the page of items shown; the search texts are loaded on the first search, with its
+   progress said. While a page of items waits for its files, the list is aria-busy. Every
+   value is put in with textContent or as an attribute's value, never parsed as HTML
+   (`reportPage`, `cellPage` with `pairCell` or `gridRow`).
 
    Forms, pagers and controls are shown only here, when the script runs. The sticky header's
    height is kept as the scroll padding, so a link is not hidden under it. */
@@ -94,7 +94,122 @@
     return {word: word, badge: badge, citation: citation};
   }
 
+  /* -- the data files beside a page (fragbench.report.pagedata) ---------------------------- */
+
+  /* `files` is the index's {dir, calls, search}: the folder beside the page, and how many
+     items each detail file and each search file holds. A file is a script calling
+     fragbenchData(name, json); only scripts this function adds can run (the policy's
+     'strict-dynamic'), and their URL is the folder (checked: NAME-data/ and its digest) and
+     a name built here from a number: never a value of the data.
+     Detail files are kept while they are among the last KEEP used; search files for good. */
+  var KEEP = 64;
+  var DIGEST = /^[^\/\\.][^\/\\]*-data\/[0-9a-f]{16}$/;
+
+  function dataFiles(files, kind) {
+    var dir = String(files.dir || "");
+    var waiting = new Map();
+    var held = new Map();
+    window.fragbenchData = function (name, text) {
+      var wait = waiting.get(name);
+      if (!wait || wait.data !== undefined) { return; }
+      try {
+        wait.data = JSON.parse(String(text));
+      } catch (error) {
+        wait.data = null;
+      }
+    };
+
+    function name(prefix, number) { return prefix + "-" + String(number).padStart(4, "0"); }
+    function path(file) { return dir + "/" + file + ".js"; }
+
+    function load(file, done) {
+      if (held.has(file)) {
+        var data = held.get(file);
+        held.delete(file);
+        held.set(file, data);  /* the newest last */
+        done(null, data);
+        return;
+      }
+      var wait = waiting.get(file);
+      if (wait) { wait.done.push(done); return; }
+      wait = {done: [done], data: undefined};
+      waiting.set(file, wait);
+      function end(error) {
+        waiting.delete(file);
+        if (!error && wait.data) {
+          held.set(file, wait.data);
+          var keep = Array.from(held.keys()).filter(function (k) { return k.indexOf("search-") !== 0; });
+          while (keep.length > KEEP) { held.delete(keep.shift()); }
+        }
+        wait.done.forEach(function (fn) {
+          if (error || !wait.data) { fn(error || path(file)); } else { fn(null, wait.data); }
+        });
+      }
+      if (!DIGEST.test(dir)) { end(path(file)); return; }
+      var script = document.createElement("script");
+      script.src = dir.split("/").map(encodeURIComponent).join("/") + "/" + file + ".js";
+      script.onload = function () { script.remove(); end(null); };
+      script.onerror = function () { script.remove(); end(path(file)); };
+      document.head.appendChild(script);
+    }
+
+    /* Every file of `numbers`, then done(error, [data of each]); synchronously when each is
+       held already. */
+    function all(prefix, numbers, done, progress) {
+      var got = new Array(numbers.length);
+      var left = numbers.length;
+      var failed = null;
+      if (!left) { done(null, got); return; }
+      numbers.forEach(function (number, k) {
+        load(name(prefix, number), function (error, data) {
+          if (error) { failed = failed || error; } else { got[k] = data; }
+          left -= 1;
+          if (progress) { progress(numbers.length - left, numbers.length); }
+          if (!left) { done(failed, got); }
+        });
+      });
+    }
+
+    return {
+      /* The detail of items `indexes`: done(error, [item of each]). */
+      items: function (indexes, done) {
+        var numbers = [];
+        indexes.forEach(function (i) {
+          var n = Math.floor(i / files[kind]) + 1;
+          if (numbers.indexOf(n) < 0) { numbers.push(n); }
+        });
+        all(kind, numbers, function (error, got) {
+          if (error) { done(error); return; }
+          done(null, indexes.map(function (i) {
+            var file = got[numbers.indexOf(Math.floor(i / files[kind]) + 1)];
+            return {item: file[kind][i % files[kind]], file: file};
+          }));
+        });
+      },
+      /* Every search text, in order: done(error, texts); progress(files loaded, files). */
+      search: function (count, done, progress) {
+        var numbers = [];
+        for (var n = 1; (n - 1) * files.search < count; n += 1) { numbers.push(n); }
+        all("search", numbers, function (error, got) {
+          done(error, error ? null : [].concat.apply([], got));
+        }, progress);
+      },
+      dir: dir
+    };
+  }
+
+  /* An index column as the page holds it: [distinct values, each item's position there]. */
+  function coded(fields, name) {
+    return Object.prototype.hasOwnProperty.call(fields, name) ? fields[name] : null;
+  }
+
   /* -- report.html ------------------------------------------------------------------------ */
+
+  /* Unreadable data (never expected: the page writes it escaped): said, rather than part drawn. */
+  function unreadable(list, what) {
+    list.dataset.error = "unreadable";
+    list.appendChild(el("p", "error", what));
+  }
 
   function reportPage(form) {
     var island = document.getElementById(form.dataset.calls);
@@ -103,46 +218,36 @@
     try {
       data = JSON.parse(island.textContent);
     } catch (error) {
-      /* Never expected (the page writes the data escaped): say so rather than draw part. */
-      list.dataset.error = "unreadable";
-      list.appendChild(el("p", "error", "The calls' data in this page cannot be read; " +
-        "calls.parquet in the series folder holds every call."));
+      unreadable(list, "The calls' data in this page cannot be read; calls.parquet in the " +
+        "series folder holds every call.");
       return;
     }
-    var calls = data.calls;
-    var texts = data.texts;
+    var count = data.count;
+    var fields = data.fields;
     var reasons = data.reasons;
+    var files = dataFiles(data.files, "calls");
     var haystacks = null;
     /* A Map, not an object: a call ID such as `constructor` or `__proto__` must be neither
-       found where no call has it nor lost where one does. */
-    var byId = new Map();
-    calls.forEach(function (call, index) { byId.set(call.id, index); });
+       found where no call has it nor lost where one does. Built on the first link. */
+    var byId = null;
 
     var cited = citing(reasons);
     var word = cited.word;
     var citation = cited.citation;
 
-    function field(call, name) {
-      if (name === "reasons") { return call.cites.map(function (c) { return c[3]; }).join(" "); }
-      if (name.indexOf("group:") === 0) {
-        return (call.groups && call.groups[name.slice(6)]) || "";
-      }
-      var value = call[name];
-      return value === undefined || value === null ? "" : String(value);
+    function value(i, name) {
+      var f = coded(fields, name);
+      return f ? f[0][f[1][i]] : "";
+    }
+    /* A call's ID: as the plan names it (CASE-LANG-VARIANT-MODE-rREP) unless the index
+       names it otherwise. */
+    function callId(i) {
+      if (Object.prototype.hasOwnProperty.call(data.ids, String(i))) { return data.ids[String(i)]; }
+      return value(i, "case") + "-" + value(i, "lang") + "-" + value(i, "variant") + "-" +
+        value(i, "mode") + "-r" + value(i, "rep");
     }
 
-    function haystack(index) {
-      if (haystacks === null) {
-        haystacks = calls.map(function (call) {
-          var parts = [call.id, call.answer || "", call.text || ""];
-          call.cites.forEach(function (c) { parts.push(c[2]); });
-          return parts.join("\n").toLowerCase();
-        });
-      }
-      return haystacks[index];
-    }
-
-    function fragments(call, highlight) {
+    function fragments(call, texts, highlight) {
       var ol = el("ol", "fragments");
       var reasonOf = {};
       call.cites.forEach(function (c) { reasonOf[c[0]] = c[3]; });
@@ -211,13 +316,35 @@
       return box;
     }
 
-    function article(call) {
+    /* A located extract is null in the data: the text its fragment's pieces mark (each
+       passage is stored once). Filled in once, before the call is first drawn. */
+    function extracts(call, texts) {
+      if (!call.cites.some(function (c) { return c[2] === null; })) { return; }
+      var marked = {};
+      call.frags.forEach(function (f) {
+        if (f.length < 3) { return; }
+        var whole = texts[f[1]];
+        var at = 0;
+        f[2].forEach(function (piece) {
+          var text = piece[0];
+          if (typeof text === "number") {
+            text = whole.slice(at, at + piece[0]);
+            at += piece[0];
+          }
+          piece[1].forEach(function (n) { marked[n] = (marked[n] || "") + text; });
+        });
+      });
+      call.cites.forEach(function (c) { if (c[2] === null) { c[2] = marked[c[0]] || ""; } });
+    }
+
+    function article(call, texts) {
+      extracts(call, texts);
       var a = el("article", "call");
       a.id = "call-" + call.id;
       var d = a.dataset;
       d.callId = call.id; d.case = call.case; d.lang = call.lang; d.variant = call.variant;
       d.mode = call.mode; d.rep = String(call.rep); d.status = call.status;
-      d.reasons = field(call, "reasons");
+      d.reasons = call.cites.map(function (c) { return c[3]; }).join(" ");
       if (call.groups) {
         Object.keys(call.groups).forEach(function (k) { a.setAttribute("data-group-" + k, call.groups[k]); });
       }
@@ -256,13 +383,13 @@
           "answered nothing."));
         var unsent = add(a, el("details", "unsent-fragments"));
         add(unsent, el("summary", null, "What it would have been shown"));
-        add(unsent, fragments(call, false));
+        add(unsent, fragments(call, texts, false));
         return a;
       }
       var body = add(a, el("div", "call-body"));
       var shownBox = add(body, el("div", "shown"));
       add(shownBox, el("h4", null, "Fragments shown"));
-      add(shownBox, fragments(call, true));
+      add(shownBox, fragments(call, texts, true));
       add(body, answered(call));
       var usage = add(a, el("dl", "usage"));
       data.usage.forEach(function (u, k) {
@@ -283,33 +410,59 @@
     }
 
     pagedList(form, list, {
-      count: calls.length,
-      field: function (i, name) { return field(calls[i], name); },
-      haystack: haystack,
-      draw: function (indexes) {
-        list.replaceChildren.apply(list, indexes.map(function (i) { return article(calls[i]); }));
+      count: count,
+      noun: "calls",
+      files: files,
+      coded: function (name) { return coded(fields, name); },
+      field: value,
+      /* The search: the call's ID, then its search text (answer, unparsed text, extracts). */
+      searchable: function () { return haystacks !== null; },
+      loadSearch: function (done, progress) {
+        files.search(count, function (error, texts) {
+          if (!error) {
+            haystacks = texts.map(function (text, i) {
+              return (callId(i) + "\n" + text).toLowerCase();
+            });
+          }
+          done(error);
+        }, progress);
+      },
+      haystack: function (i) { return haystacks[i]; },
+      need: function (indexes, done) { files.items(indexes, done); },
+      draw: function (indexes, got) {
+        list.replaceChildren.apply(list, got.map(function (one) {
+          return article(one.item, one.file.texts);
+        }));
       },
       /* #call-ID (or a citation's #call-ID-cN): that call's index, else -1. */
       locate: function (id) {
         if (id.indexOf("call-") !== 0) { return -1; }
-        var callId = id.slice(5);
-        if (!byId.has(callId)) { callId = callId.replace(/-c[0-9]+$/, ""); }
-        return byId.has(callId) ? byId.get(callId) : -1;
+        if (byId === null) {
+          byId = new Map();
+          for (var i = 0; i < count; i += 1) { byId.set(callId(i), i); }
+        }
+        var wanted = id.slice(5);
+        if (!byId.has(wanted)) { wanted = wanted.replace(/-c[0-9]+$/, ""); }
+        return byId.has(wanted) ? byId.get(wanted) : -1;
       },
       element: function (id, index) {
-        return document.getElementById(id) || document.getElementById("call-" + calls[index].id);
+        return document.getElementById(id) || document.getElementById("call-" + callId(index));
       }
     });
     var note = document.getElementById("calls-need-js");
     if (note) { note.hidden = true; }
   }
 
-  /* -- the one pager, filters, search and URL state of both pages ---------------------------- */
+  /* -- the one pager, filters, search and URL state of every page ---------------------------- */
 
-  /* `source` is what is paged: count, field(i, name) (a select's data-field), haystack(i)
-     (lower-case text the search looks in), draw(indexes) (show exactly those items, in order),
-     locate(id) (the index of the item a fragment #id names, or -1) and element(id, index)
-     (what to scroll to). Everything else is here, once. */
+  /* `source` is what is paged: count; field(i, name) (a select's data-field) or, faster,
+     coded(name) ([distinct values, each item's position there], or null); haystack(i)
+     (lower-case text the search looks in), behind searchable() and loadSearch(done,
+     progress) when the search texts are files to load; need(indexes, done) (what drawing
+     those items needs: done(error, what) at once or once loaded) and draw(indexes, what)
+     (show exactly those items, in order); locate(id) (the index of the item a fragment #id
+     names, or -1) and element(id, index) (what to scroll to). Everything else is here,
+     once. */
   function pagedList(form, list, source) {
     var pagers = Array.prototype.slice.call(document.querySelectorAll("nav.pager"));
     var selects = Array.prototype.slice.call(form.querySelectorAll("select"));
@@ -319,46 +472,126 @@
     var defaultPer = Number(list.dataset.pageSize) || 50;
     var state = {page: 1, per: defaultPer};
     var drawn = 0;
+    var generation = 0;
+    var status = el("p", "list-status");
+    status.setAttribute("role", "status");
+    status.hidden = true;
+    list.parentNode.insertBefore(status, list);
+
+    function saying(text) {
+      status.textContent = text || "";
+      status.hidden = !text;
+    }
+    function busy(on) {
+      if (on) { list.setAttribute("aria-busy", "true"); } else { list.removeAttribute("aria-busy"); }
+    }
+    /* A data file that cannot be read (the page opened without its folder): said once. */
+    function failed(file) {
+      busy(false);
+      list.dataset.error = "missing";
+      list.replaceChildren();
+      saying("The data file " + file + " beside this page cannot be read: a page opens with " +
+        "its folder " + (source.files ? source.files.dir : "") + "/ beside it (copy both " +
+        "together). The series folder's tables hold every " + (source.noun || "item") + ".");
+      status.className = "list-status error";
+    }
+
+    /* Whether one select keeps item i: a test, built once per select from the distinct
+       values when the source has them coded. */
+    function keeper(select) {
+      var want = select.value;
+      var word = select.dataset.match === "word";
+      function fits(have) {
+        return word ? have.split(/\s+/).indexOf(want) >= 0 : have === want;
+      }
+      var column = source.coded ? source.coded(select.dataset.field) : null;
+      if (column) {
+        var keep = column[0].map(fits);
+        var codes = column[1];
+        return function (i) { return keep[codes[i]]; };
+      }
+      return function (i) { return fits(source.field(i, select.dataset.field)); };
+    }
 
     /* Every item that passes every select and holds the search's words (case ignored):
        indexes, in order. */
     function matching() {
-      var active = selects.filter(function (s) { return s.value; });
+      var tests = selects.filter(function (s) { return s.value; }).map(keeper);
       var q = search.value.trim().toLowerCase();
       var found = [];
       for (var i = 0; i < source.count; i += 1) {
-        var keep = active.every(function (select) {
-          var have = source.field(i, select.dataset.field);
-          if (select.dataset.match === "word") {
-            return have.split(/\s+/).indexOf(select.value) >= 0;
-          }
-          return have === select.value;
-        });
+        var keep = true;
+        for (var t = 0; keep && t < tests.length; t += 1) { keep = tests[t](i); }
         if (keep && q && source.haystack(i).indexOf(q) < 0) { keep = false; }
         if (keep) { found.push(i); }
       }
       return found;
     }
 
-    function draw() {
-      var found = matching();
-      var pages = Math.max(1, Math.ceil(found.length / state.per));
-      state.page = Math.min(Math.max(1, state.page), pages);
-      var start = (state.page - 1) * state.per;
-      source.draw(found.slice(start, start + state.per));
-      if (shown) { shown.value = String(found.length); }
-      pagers.forEach(function (pager) {
-        pager.querySelector("output.page").value = String(state.page);
-        pager.querySelector("output.pages").value = String(pages);
-        pager.querySelector("button.prev").disabled = state.page <= 1;
-        pager.querySelector("button.next").disabled = state.page >= pages;
+    /* then() once the search texts are there (at once when there is no search, or they are
+       loaded already); their loading said as it goes. */
+    function searchable(then) {
+      if (!search.value.trim() || !source.searchable || source.searchable()) { then(); return; }
+      var mine = generation;
+      busy(true);
+      saying("Loading the search texts…");
+      source.loadSearch(function (error) {
+        if (error) { failed(error); return; }
+        saying("");
+        if (mine === generation) { then(); }
+      }, function (done, files) {
+        if (mine === generation && done < files) {
+          saying("Loading the search texts: " + done + " of " + files + " files…");
+        }
       });
-      drawn += 1;
-      list.dataset.drawn = String(drawn);
-      if (drawn === 1) {  /* when the first page was drawn (benchmarks read it) */
-        list.dataset.drawnAt = String(Math.round(performance.now()));
-      }
-      return found;
+    }
+
+    /* Draw the page of items the state names; after(found) once it is on screen. */
+    function draw(after) {
+      generation += 1;
+      var mine = generation;
+      searchable(function () {
+        if (mine !== generation) { return; }
+        var found = matching();
+        var pages = Math.max(1, Math.ceil(found.length / state.per));
+        state.page = Math.min(Math.max(1, state.page), pages);
+        var start = (state.page - 1) * state.per;
+        var indexes = found.slice(start, start + state.per);
+        if (shown) { shown.value = String(found.length); }
+        pagers.forEach(function (pager) {
+          pager.querySelector("output.page").value = String(state.page);
+          pager.querySelector("output.pages").value = String(pages);
+          pager.querySelector("button.prev").disabled = state.page <= 1;
+          pager.querySelector("button.next").disabled = state.page >= pages;
+        });
+        var waited = false;
+        var came = false;
+        source.need(indexes, function (error, what) {
+          came = true;
+          if (mine !== generation) { return; }
+          if (error) { failed(error); return; }
+          try {
+            source.draw(indexes, what);
+          } catch (broken) {  /* a data file that is not what its index says: said, not hung */
+            failed((source.files ? source.files.dir + "/" : "") + " (" + broken + ")");
+            return;
+          }
+          busy(false);
+          if (waited) { saying(""); }
+          drawn += 1;
+          list.dataset.drawn = String(drawn);
+          if (drawn === 1) {  /* when the first page was drawn (benchmarks read it) */
+            list.dataset.drawnAt = String(Math.round(performance.now()));
+          }
+          if (after) { after(found); }
+        });
+        if (!came) {
+          waited = true;
+          busy(true);
+          saying("Loading " + (source.noun || "items") + " " + (start + 1) + " to " +
+            (start + indexes.length) + " of " + found.length + "…");
+        }
+      });
     }
 
     /* The state in the URL: every select and the search by their data-state name, the page
@@ -405,18 +638,24 @@
       try { id = decodeURIComponent(id); } catch (error) { /* malformed: use it as it is */ }
       var index = source.locate(id);
       if (index < 0) { return false; }
-      var found = matching();
-      var at = found.indexOf(index);
-      if (at < 0) {
-        selects.forEach(function (s) { s.value = ""; });
-        search.value = "";
-        found = matching();
-        at = found.indexOf(index);
-      }
-      state.page = Math.floor(at / state.per) + 1;
-      draw();
-      var target = source.element(id, index);
-      if (target) { target.scrollIntoView(); }
+      generation += 1;
+      var mine = generation;
+      searchable(function () {
+        if (mine !== generation) { return; }
+        var found = matching();
+        var at = found.indexOf(index);
+        if (at < 0) {
+          selects.forEach(function (s) { s.value = ""; });
+          search.value = "";
+          found = matching();
+          at = found.indexOf(index);
+        }
+        state.page = Math.floor(at / state.per) + 1;
+        draw(function () {
+          var target = source.element(id, index);
+          if (target) { target.scrollIntoView(); }
+        });
+      });
       return true;
     }
 
@@ -476,52 +715,90 @@
     route();
   }
 
+
   /* -- the pair page (compare A B --html) -------------------------------------------------- */
 
   /* The pair page's cells are data (a JSON element, compare_html.cell_data), drawn a page at
      a time like report.html's calls, every value put in with textContent or as an attribute's
      value. A select's data-field names the cell's attribute (data-case: the cell's `case`). */
-  function pairPage(form) {
-    var island = document.getElementById(form.dataset.cells);
+  /* The compare pages' cells (the pair page) and rows (the grid): an index in the page (a
+     JSON element, compare_html.cell_index), each item in the data files beside it, drawn by
+     `make(data)`'s function of one item. The anchor of item i: CASE-LANG-VARIANT-MODE-REP
+     unless the index names it otherwise. */
+  function cellPage(form, islandId, make) {
+    var island = document.getElementById(islandId);
     var list = document.getElementById(form.dataset.list);
     var data = null;
     try {
       data = JSON.parse(island.textContent);
     } catch (error) {
-      list.dataset.error = "unreadable";
-      list.appendChild(el("p", "error", "The cells' data in this page cannot be read; " +
-        "fragbench compare A B --out FILE writes every cell."));
+      unreadable(list, "The cells' data in this page cannot be read; fragbench compare " +
+        "--out FILE writes every cell.");
       return;
     }
-    var cells = data.cells;
+    var count = data.count;
+    var fields = data.fields;
+    var files = dataFiles(data.files, "cells");
+    var drawOne = make(data);
+    var haystacks = null;
+    var byAnchor = null;
+
+    function value(i, name) {
+      var f = coded(fields, name);
+      return f ? f[0][f[1][i]] : "";
+    }
+    function anchorOf(i) {
+      if (Object.prototype.hasOwnProperty.call(data.anchors, String(i))) {
+        return data.anchors[String(i)];
+      }
+      return ["data-case", "data-lang", "data-variant", "data-mode", "data-rep"].map(function (n) {
+        return value(i, n);
+      }).join("-");
+    }
+
+    pagedList(form, list, {
+      count: count,
+      noun: "cells",
+      files: files,
+      coded: function (name) { return coded(fields, name); },
+      field: value,
+      searchable: function () { return haystacks !== null; },
+      loadSearch: function (done, progress) {
+        files.search(count, function (error, texts) {
+          if (!error) { haystacks = texts.map(function (text) { return text.toLowerCase(); }); }
+          done(error);
+        }, progress);
+      },
+      haystack: function (i) { return haystacks[i]; },
+      need: function (indexes, done) { files.items(indexes, done); },
+      draw: function (indexes, got) {
+        list.replaceChildren.apply(list, got.map(function (one) { return drawOne(one.item); }));
+      },
+      /* #cell-… (or a citation's #cell-…-a-cN): that cell's index, else -1. */
+      locate: function (id) {
+        if (byAnchor === null) {
+          byAnchor = new Map();
+          for (var i = 0; i < count; i += 1) { byAnchor.set("cell-" + anchorOf(i), i); }
+        }
+        var at = id;
+        if (!byAnchor.has(at)) { at = at.replace(/-[ab]-c[0-9]+$/, ""); }
+        return byAnchor.has(at) ? byAnchor.get(at) : -1;
+      },
+      element: function (id, index) {
+        return document.getElementById(id) || document.getElementById("cell-" + anchorOf(index));
+      }
+    });
+    var note = document.getElementById("cells-need-js");
+    if (note) { note.hidden = true; }
+  }
+
+  /* The pair page: an article per cell, side A beside side B. */
+  function pairCell(data) {
     var names = data.series;
     var citation = citing(data.reasons).citation;
-    var haystacks = null;
-    var byAnchor = new Map();
-    cells.forEach(function (cell, index) { byAnchor.set("cell-" + cell.anchor, index); });
     var COUNTS = [["parsed", "parsed"], ["citations", null], ["valid", "valid citations"],
       ["not valid", "invalid citations"], ["conditions cited validly", "conditions cited validly"],
       ["cost (USD)", null]];
-
-    function field(cell, name) {
-      var value = cell[name.indexOf("data-") === 0 ? name.slice(5) : name];
-      return value === undefined || value === null ? "" : String(value);
-    }
-
-    function haystack(index) {
-      if (haystacks === null) {
-        haystacks = cells.map(function (cell) {
-          var parts = [cell.case, cell.lang, cell.variant, cell.mode, cell.note || ""];
-          cell.sides.forEach(function (s) {
-            parts.push(s.call_id || "", s.answer || "", s.text || "", s.error || "",
-              s.refusal || "");
-            s.cites.forEach(function (c) { parts.push(c[1], c[2]); });
-          });
-          return parts.join("\n").toLowerCase();
-        });
-      }
-      return haystacks[index];
-    }
 
     function side(cell, s, k) {
       var letter = s.letter.toLowerCase();
@@ -595,70 +872,51 @@
       return a;
     }
 
-    pagedList(form, list, {
-      count: cells.length,
-      field: function (i, name) { return field(cells[i], name); },
-      haystack: haystack,
-      draw: function (indexes) {
-        list.replaceChildren.apply(list, indexes.map(function (i) { return article(cells[i]); }));
-      },
-      /* #cell-… (or a citation's #cell-…-a-cN): that cell's index, else -1. */
-      locate: function (id) {
-        var at = id;
-        if (!byAnchor.has(at)) { at = at.replace(/-[ab]-c[0-9]+$/, ""); }
-        return byAnchor.has(at) ? byAnchor.get(at) : -1;
-      },
-      element: function (id, index) {
-        return document.getElementById(id) ||
-          document.getElementById("cell-" + cells[index].anchor);
-      }
-    });
-    var note = document.getElementById("cells-need-js");
-    if (note) { note.hidden = true; }
+    return article;
   }
 
-  /* -- the compare page ------------------------------------------------------------------- */
+  /* -- the grid page (compare S1 S2 S3 … --html) ------------------------------------------- */
 
-  /* The grid page: its rows are markup (readable without JavaScript); the same pager,
-     filters, search and URL state show one page of them and hide the rest. A select compares
-     the attribute its data-field names. */
-  function itemPage(form) {
-    var list = document.getElementById(form.dataset.list);
-    var items = Array.prototype.slice.call(list.querySelectorAll(form.dataset.items));
-    var indexOf = new Map();
-    items.forEach(function (item, i) { indexOf.set(item, i); });
-    var texts = null;
-    var showing = items.slice();
-    pagedList(form, list, {
-      count: items.length,
-      field: function (i, name) { return items[i].getAttribute(name) || ""; },
-      haystack: function (i) {
-        if (texts === null) {
-          texts = items.map(function (item) { return item.textContent.toLowerCase(); });
+  /* A row per cell (tr.cell-row), a column per series (td.side, outlined where it differs
+     from S1's), drawn from the data as the pair page's cells are. */
+  function gridRow(data) {
+    var letters = data.series;
+    return function (r) {
+      var tr = el("tr", "cell-row");
+      tr.id = "cell-" + r.anchor;
+      var d = tr.dataset;
+      d.case = r.case; d.lang = r.lang; d.variant = r.variant; d.mode = r.mode;
+      d.rep = String(r.rep); d.compared = r.compared; d.differs = r.differs;
+      var th = add(tr, el("th", null, r.case + " · " + r.lang + " · " + r.variant + " · " +
+        r.mode + " · r" + r.rep));
+      th.scope = "row";
+      add(tr, el("td", "verdict", r.compared !== "true" ? "not compared" :
+        (r.differs === "true" ? "differs" : "the same")));
+      r.sides.forEach(function (side, k) {
+        var td = add(tr, el("td", "side" + (side.differing.length ? " diff" : "")));
+        td.dataset.series = letters[k];
+        td.dataset.status = side.status;
+        td.dataset.differing = side.differing.join(" ");
+        if (side.differing.length) {
+          td.title = "differs from S1 in " + side.differing_words.join(", ");
         }
-        return texts[i];
-      },
-      draw: function (indexes) {
-        showing.forEach(function (item) { item.hidden = true; });
-        showing = indexes.map(function (i) { return items[i]; });
-        showing.forEach(function (item) { item.hidden = false; });
-      },
-      locate: function (id) {
-        var target = document.getElementById(id);
-        var item = target && target.closest(form.dataset.items);
-        return item && indexOf.has(item) ? indexOf.get(item) : -1;
-      },
-      element: function (id) { return document.getElementById(id); }
-    });
+        add(td, el("span", "status s-" + (side.status || "absent"), side.words));
+        if (side.status && side.status !== "not_sent") {
+          add(td, el("span", "counts", "parsed " + side.parsed + " · valid " + side.valid +
+            " · not valid " + side.invalid + " · conditions " + side.conditions));
+        }
+      });
+      return tr;
+    };
   }
 
   var form = document.querySelector("form.filters");
   if (form && form.dataset.calls) {
     reportPage(form);
   } else if (form && form.dataset.cells) {
-    pairPage(form);
-  } else if (form && form.dataset.items) {
-    itemPage(form);
+    cellPage(form, form.dataset.cells, pairCell);
+  } else if (form && form.dataset.rows) {
+    cellPage(form, form.dataset.rows, gridRow);
   }
   pad();
 }());
