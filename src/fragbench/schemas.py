@@ -154,8 +154,7 @@ refused.
 
 ## journal.jsonl
 
-Append-only, one JSON object per line, each fsync'ed before the collector goes on (a `reserve`,
-whose durable copy is the ledger's, with the next record): `header`,
+Append-only, one JSON object per line, each fsync'ed before the collector goes on: `header`,
 then per call `reserve` (before the request leaves), `received` (the body as it arrived,
 before anything parses it) and `outcome` (after it returns), then `stop` or `end`. A torn last
 line (a crash mid-write) is ignored when reading; a `reserve` without its `outcome` counts as

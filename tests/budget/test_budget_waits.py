@@ -57,8 +57,8 @@ class Tight(Ledger):
         self.fired = False
         self.failed = threading.Event()
 
-    def append(self, record: dict[str, Any], sync: bool = True) -> None:
-        super().append(record, sync)
+    def append(self, record: dict[str, Any]) -> None:
+        super().append(record)
         if record["type"] == "reserve" and record["seq"] == 1:
             self.armed = True
         self.appended = True

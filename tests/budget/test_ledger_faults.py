@@ -378,10 +378,10 @@ class LedgerDiskFull(Ledger):
     """A file ledger on a disk that fills once the calls are in flight: every outcome's write
     fails (ENOSPC), while the series' journal, on another disk, has room."""
 
-    def _write(self, data: bytes, sync: bool = True) -> None:
+    def _write(self, data: bytes) -> None:
         if b'"type": "outcome"' in data:
             raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
-        super()._write(data, sync)
+        super()._write(data)
 
 
 def test_a_full_ledger_disk_keeps_every_answer_in_flight(tmp_path: Path) -> None:
@@ -615,8 +615,8 @@ def test_a_call_never_sent_is_not_said_to_be_in_the_journal_with_its_answer(
     session = Held(held={"c0"})
 
     class InterruptedAtC1(LedgerDiskFull):
-        def _write(self, data: bytes, sync: bool = True) -> None:
-            super()._write(data, sync)
+        def _write(self, data: bytes) -> None:
+            super()._write(data)
             if b'"type": "reserve"' in data and b'"call_id": "c1"' in data:
                 interruption.request()  # as a signal between the check and the send
                 session.gate.set()

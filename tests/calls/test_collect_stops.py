@@ -349,10 +349,10 @@ class Full:
         self.journal, self.redactor, self.path = journal, journal.redactor, journal.path
         self.error = error
 
-    def append(self, record: dict[str, Any], sync: bool = True) -> None:
+    def append(self, record: dict[str, Any]) -> None:
         if record["type"] == "received" and record["seq"] == 2:
             raise self.error
-        self.journal.append(record, sync)
+        self.journal.append(record)
 
 
 @pytest.mark.parametrize("error", ["errno", "message only"])
@@ -383,8 +383,8 @@ class _InterruptedWhileReserving(Journal):
         super().__init__(path)
         self.interruption, self.at = interruption, at
 
-    def append(self, record: dict[str, Any], sync: bool = True) -> None:
-        super().append(record, sync)
+    def append(self, record: dict[str, Any]) -> None:
+        super().append(record)
         if record["type"] == "reserve" and record["seq"] == self.at:
             self.interruption.request()
 
@@ -550,8 +550,8 @@ class CheckWatched(Ledger):
         self.unlocks: int | None = None
         self.checked = threading.Event()
 
-    def append(self, record: dict[str, Any], sync: bool = True) -> None:
-        super().append(record, sync)
+    def append(self, record: dict[str, Any]) -> None:
+        super().append(record)
         if record["type"] == "outcome" and record["seq"] == 1:
             self.unlocks = 0
 

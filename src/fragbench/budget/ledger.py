@@ -466,11 +466,7 @@ class LedgerBase:
     def locked(self) -> contextlib.AbstractContextManager[None]:
         raise NotImplementedError
 
-    def append(self, record: dict[str, Any], sync: bool = True) -> None:
-        """Append `record` under the lock; `sync` False lets a store that fsyncs each write
-        leave this one to the next write or to `close` (a copy whose other copy is durable:
-        `fragbench.calls.collector`, "Durable writes"). A store whose writes are transactions
-        commits each all the same."""
+    def append(self, record: dict[str, Any]) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -486,8 +482,6 @@ class Ledger(LedgerBase):
     def __init__(self, path: Path, budget: Budget | str) -> None:
         self.path = path
         self._fd: int | None = None
-        self._unsynced = False
-        """The last write was not fsync'ed (`append(sync=False)`)."""
         self._offset = 0
         self._line = 0
         """Lines read and accepted (what `_offset` covers)."""
@@ -627,12 +621,11 @@ class Ledger(LedgerBase):
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    def append(self, record: dict[str, Any], sync: bool = True) -> None:
-        """Append under the lock (`with ledger.locked(): ...`); fsync'ed unless `sync` is
-        False (`LedgerBase.append`)."""
-        self._append(record, sync)
+    def append(self, record: dict[str, Any]) -> None:
+        """Append under the lock (`with ledger.locked(): ...`)."""
+        self._append(record)
 
-    def _append(self, record: dict[str, Any], sync: bool = True) -> None:
+    def _append(self, record: dict[str, Any]) -> None:
         """One write: the newline that ends a torn line, the `repair` that says so, the
         record. A crash can then tear only this write's last bytes, never leave a line
         closed but unrepaired."""
@@ -647,26 +640,19 @@ class Ledger(LedgerBase):
             n, prev = n + 1, line_hash(repair)
         full = self._redactor.value({"n": n, "prev": prev, "at": now(), **record})
         data += record_text(full) + b"\n"
-        self._write(data, sync)
+        self._write(data)
         self.refresh()
 
-    def _write(self, data: bytes, sync: bool = True) -> None:
+    def _write(self, data: bytes) -> None:
         assert self._fd is not None
         written = os.write(self._fd, data)
         if written != len(data):  # a short write on a full disk: refuse to go on blind
             raise OSError(errno.ENOSPC, f"only {written} of {len(data)} bytes written, the "
                           "disk may be full", str(self.path))
-        if sync:
-            os.fsync(self._fd)
-        self._unsynced = not sync
+        os.fsync(self._fd)
 
     def close(self) -> None:
-        """Closed, a last write left unsynced fsync'ed first (best effort: it is a copy of a
-        durable record, `LedgerBase.append`)."""
         if self._fd is not None:
-            if self._unsynced:
-                with contextlib.suppress(OSError):
-                    os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
 

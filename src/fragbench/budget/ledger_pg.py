@@ -487,10 +487,9 @@ class PgLedger(LedgerBase):
             self._read_new(self._conn)
             yield
 
-    def append(self, record: dict[str, Any], sync: bool = True) -> None:
+    def append(self, record: dict[str, Any]) -> None:
         """Append under the lock (`with ledger.locked(): ...`): checked as a reader checks it,
-        then written with the head; committed with the lock's transaction whatever `sync`
-        says (`LedgerBase.append`)."""
+        then written with the head."""
         conn = self._conn
         assert conn is not None and conn.info.transaction_status != \
             _psycopg().pq.TransactionStatus.IDLE, "append under the lock"

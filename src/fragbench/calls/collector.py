@@ -8,19 +8,8 @@ fails while calls of this series are in flight starts nothing and is made again 
 of them is recorded (its cost, below its reservation, may free enough), and the series stops
 with `budget` only when the check fails with none of its calls in flight: where a run one call
 at a time would have stopped, given the same answers and the same other runs. Then the
-reservation is written (ledger, fsync'ed, then series journal), the request goes out once
-(no retry), its body is journaled and fsync'ed as it arrives, and the outcome is written
-(series journal, fsync'ed, then ledger).
-
-Durable writes: before a request leaves, its reservation is on disk in the ledger (what
-holds the money); after it returns, its body and its outcome are on disk in the journal (what
-was paid for). The other copy of each (the journal's copy of a reservation, the ledger's copy
-of an outcome counted at no more than its reservation) is written at once, so every other
-process reads it, but fsync'ed with the next write to its file or when the file is closed:
-lost only to a power cut in between, which leaves the call counted at its reservation in the
-ledger (the direction a crash between the two writes always erred in; `fragbench ledger
-settle` appends a missing outcome from the journal). So each call costs three fsyncs on the
-collector's path, not five. A journal write that fails
+reservation is written and fsync'ed (ledger, then series journal), the request goes out once
+(no retry), and the outcome is written and fsync'ed the same way. A journal write that fails
 (a full disk) stops the series at once: nothing more is sent, a call already sent stays
 counted at its reservation, and calls still in flight are not awaited (their answers could
 not be written: they stay counted at their reservations). A ledger that cannot be written
@@ -196,14 +185,14 @@ class BudgetBook:
     def spent(self) -> Decimal:
         return self.ledger.spent()
 
-    def record(self, record: dict[str, Any], sync: bool = True) -> None:
+    def record(self, record: dict[str, Any]) -> None:
         with self.ledger.locked():
-            self.append_locked(record, sync)
+            self.append_locked(record)
 
-    def append_locked(self, record: dict[str, Any], sync: bool = True) -> None:
+    def append_locked(self, record: dict[str, Any]) -> None:
         """Accounting fields only: the ledger never holds an answer or a body."""
         self.ledger.append({k: record[k] for k in LEDGER_FIELDS if k in record}
-                           | {"series": self.series, "series_uid": self.series_uid}, sync)
+                           | {"series": self.series, "series_uid": self.series_uid})
 
 
 def model_matches(requested: str, returned: str, snapshot: str = SNAPSHOT) -> bool:
@@ -592,14 +581,10 @@ class _Collection:
         for i in range(len(calls) - 1, -1, -1):
             self.still_planned[i] = self.still_planned[i + 1] + reservations[calls[i].seq]
 
-    def write(self, record: dict[str, Any], sync: bool = True) -> None:
-        """One journal record, never at the same time as another thread's; fsync'ed unless
-        `sync` is False (module docstring, "Durable writes")."""
+    def write(self, record: dict[str, Any]) -> None:
+        """One journal record, never at the same time as another thread's."""
         with self.lock:
-            if sync:
-                self.journal.append(record)
-            else:
-                self.journal.append(record, sync=False)
+            self.journal.append(record)
 
     def record(self, entry: dict[str, Any]) -> None:
         """Two durable writes, ordered so that a crash between them errs on the safe side.
@@ -616,9 +601,7 @@ class _Collection:
         if entry["type"] == "outcome" and not above:
             self.write(entry)
             self.pending = None  # on disk: nothing left to print if the ledger then fails
-            # The answer is durable: the ledger's copy may wait for its next fsync (a power
-            # cut before it leaves the call counted at its reservation, as a crash does).
-            self.to_ledger(entry, sync=False)
+            self.to_ledger(entry)
             return
         try:
             self.to_ledger(entry)
@@ -629,16 +612,13 @@ class _Collection:
             raise
         self.write(entry)
 
-    def to_ledger(self, entry: dict[str, Any], sync: bool = True) -> None:
+    def to_ledger(self, entry: dict[str, Any]) -> None:
         """The ledger's copy of `entry`, unless the ledger is lost (the call then stays counted
         there at its reservation). _LedgerLost when this write is the one that fails."""
         if self.book is None or self.ledger_lost is not None:
             return
         try:
-            if sync:
-                self.book.record(entry)
-            else:
-                self.book.record(entry, sync=False)
+            self.book.record(entry)
         except (OSError, FragbenchError) as exc:
             self.ledger_lost = exc
             # An outcome of a call that was sent, whose answer is journaled: a call never sent
@@ -941,9 +921,7 @@ class _Collection:
             except (OSError, FragbenchError) as exc:  # rolled back, or counted high: not sent
                 self.ledger_lost = exc
                 raise _LedgerLost(exc) from exc
-            # The ledger's reservation is durable (it is what holds the money): the journal's
-            # copy is made so by the call's next record (module docstring, "Durable writes").
-            self.write(reserve, sync=False)
+            self.write(reserve)
         if self.interruption.requested:
             # Asked while the reservation was written (another run holding the ledger's
             # lock, an fsync): the request has not gone out, and now never will.

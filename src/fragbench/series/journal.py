@@ -51,7 +51,6 @@ ledger's `series` record: a journal stripped of its chain is refused when any of
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -209,8 +208,6 @@ class Journal:
         """The sha256 of the last whole line: the next line's `prev`."""
         self._stale = False
         """A write failed: what the file holds is read again before the next one."""
-        self._unsynced = False
-        """The last write was not fsync'ed (`append(sync=False)`)."""
         created = not path.exists()
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -241,10 +238,7 @@ class Journal:
             self._write(b"\n" + repair + b"\n")
             self._head = line_hash(repair)
 
-    def append(self, record: dict[str, Any], sync: bool = True) -> None:
-        """Append `record`, fsync'ed unless `sync` is False: then it is made durable by the
-        next record that is, or by `close` (the collector's choice for a copy whose other copy
-        is durable already: `fragbench.calls.collector`, "Durable writes")."""
+    def append(self, record: dict[str, Any]) -> None:
         # Made valid before the redactor sees it (it need not know surrogates) and after (it
         # may decode escapes in a body it rewrites).
         plain = _within_bounds({"at": now(), **record})
@@ -258,7 +252,7 @@ class Journal:
             # Sealed after redaction: the hashes are ours, never a secret, and must stay
             # the hashes of the bytes written.
             line = seal(full, self._head)
-            self._write(line + b"\n", sync)
+            self._write(line + b"\n")
             self._head = line_hash(line)
 
     def _resume_after_failure(self) -> None:
@@ -273,26 +267,19 @@ class Journal:
                           str(self.path)) from None
         self._stale = False
 
-    def _write(self, data: bytes, sync: bool = True) -> None:
-        """One write, fsync'ed unless `sync` is False. On any failure (a short write on a full
-        disk, an fsync that fails) the chain's head is no longer known: the next append reads
-        the file again, and closes a torn line first."""
+    def _write(self, data: bytes) -> None:
+        """One write, fsync'ed. On any failure (a short write on a full disk, an fsync that
+        fails) the chain's head is no longer known: the next append reads the file again, and
+        closes a torn line first."""
         self._stale = True
         written = os.write(self._fd, data)
         if written != len(data):  # a short write on a full disk: refuse to go on blind
             raise OSError(errno.ENOSPC, f"short write: {written} of {len(data)} bytes "
                           "written; is the disk full?", str(self.path))
-        if sync:
-            os.fsync(self._fd)
-        self._unsynced = not sync
+        os.fsync(self._fd)
         self._stale = False
 
     def close(self) -> None:
-        """Closed, a last write left unsynced fsync'ed first (best effort: what it holds has
-        a durable copy, `append`)."""
-        if self._unsynced:
-            with contextlib.suppress(OSError):
-                os.fsync(self._fd)
         os.close(self._fd)
 
 
