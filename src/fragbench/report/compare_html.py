@@ -8,7 +8,7 @@ base template (report_html.environment()): no URL to load, its one script allowe
 and every value the page prints redacted and then escaped, one value at a time, by that
 environment, and every value of its cells' data redacted one at a time (`cell_data`; an answer
 may hold markup and a key); the rendered page is never rewritten. The pair page loads its data
-files beside it (below), nothing else.
+files beside it (below), nothing else; so does the grid page.
 
 At scale (issue 16): the pair and the grid page use report.html's pager, filters, search and
 URL state (page.js `pagedList`, one code path): with JavaScript, one page of the cells that
@@ -23,11 +23,13 @@ fragbench.report.pagedata), every value redacted one at a time before it is writ
 (`pairPage`) draws a page at a time with textContent only, loading the files it needs.
 Without JavaScript the page shows who A and B are, the counts and the warnings, and says the
 cells need JavaScript (the comparison table, `--out`, holds every cell). The grid page's rows
-stay markup.
+are data the same way (`grid_data`, `grid_search_text`), drawn by the same page.js code; both
+pages write their files through `cell_files`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +281,27 @@ def cell_index(cells: list[dict[str, Any]], redact: Redact) -> dict[str, Any]:
     return {"count": len(cells), "fields": fields, "anchors": anchors}
 
 
+def shards(items: list[Any]) -> Iterator[list[Any]]:
+    """`items` a data file's worth (pagedata.SHARD_CALLS) at a time."""
+    for start in range(0, len(items), pagedata.SHARD_CALLS):
+        yield items[start:start + pagedata.SHARD_CALLS]
+
+
+def cell_files(folder: pagedata.DataFolder, parts: Iterable[list[dict[str, Any]]],
+               search: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    """Both compare pages' data files: each part of cells' views as a `cells` file, and
+    their search texts (`search` of each view) as `search` files; what the page's index
+    says of them."""
+    searched: list[str] = []
+    for number, views in enumerate(parts, start=1):
+        folder.add(pagedata.shard_name("cells", number), {"cells": views})
+        searched += [search(view) for view in views]
+    size = pagedata.SEARCH_CALLS
+    for number, start in enumerate(range(0, len(searched), size), start=1):
+        folder.add(pagedata.shard_name("search", number), searched[start:start + size])
+    return {"dir": folder.name, "cells": pagedata.SHARD_CALLS, "search": size}
+
+
 def render(comparison: Comparison, redact: Redact,
            folder: pagedata.DataFolder | None = None) -> str:
     """The page as text, each value redacted by `redact` (the CLI's redactor) before it is
@@ -297,18 +320,9 @@ def _page(context: dict[str, Any], redact: Redact, folder: pagedata.DataFolder |
     if folder is None:
         folder = pagedata.DataFolder(None)
     cells = context.pop("cells")
-    size = pagedata.SHARD_CALLS
-    searched: list[str] = []
-    for number, start in enumerate(range(0, len(cells), size), start=1):
-        views = cell_data(cells[start:start + size], redact)
-        folder.add(pagedata.shard_name("cells", number), {"cells": views})
-        searched += [search_text(view) for view in views]
-    size = pagedata.SEARCH_CALLS
-    for number, start in enumerate(range(0, len(searched), size), start=1):
-        folder.add(pagedata.shard_name("search", number), searched[start:start + size])
     data = {**cell_index(cells, redact),
-            "files": {"dir": folder.name, "cells": pagedata.SHARD_CALLS,
-                      "search": pagedata.SEARCH_CALLS},
+            "files": cell_files(folder, [cell_data(part, redact) for part in shards(cells)],
+                                search_text),
             "series": [redact(s["name"]) for s in context["series"]],
             "reasons": {r: [REASON_WORDS[r], REASON_HELP[r], REASON_SYMBOLS[r]]
                         for r in REASON_WORDS}}
@@ -422,18 +436,9 @@ def write_grid_page(grid: Any, path: Path, redact: Redact) -> None:
     rows = context.pop("rows")
     path.parent.mkdir(parents=True, exist_ok=True)
     with pagedata.writing(path) as folder:
-        size = pagedata.SHARD_CALLS
-        searched: list[str] = []
-        for number, start in enumerate(range(0, len(rows), size), start=1):
-            views = grid_data(rows[start:start + size], redact)
-            folder.add(pagedata.shard_name("cells", number), {"cells": views})
-            searched += [grid_search_text(view) for view in views]
-        size = pagedata.SEARCH_CALLS
-        for number, start in enumerate(range(0, len(searched), size), start=1):
-            folder.add(pagedata.shard_name("search", number), searched[start:start + size])
         data = {**cell_index(rows, redact),
-                "files": {"dir": folder.name, "cells": pagedata.SHARD_CALLS,
-                          "search": pagedata.SEARCH_CALLS},
+                "files": cell_files(folder, (grid_data(part, redact) for part in shards(rows)),
+                                    grid_search_text),
                 "series": [redact(s["letter"]) for s in context["series"]]}
         # The one value inserted as it is (pagedata.island), as on the pair page.
         context["island"] = Markup(pagedata.island(data))
