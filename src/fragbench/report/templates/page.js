@@ -226,7 +226,6 @@
     var fields = data.fields;
     var reasons = data.reasons;
     var files = dataFiles(data.files, "calls");
-    var haystacks = null;
     /* A Map, not an object: a call ID such as `constructor` or `__proto__` must be neither
        found where no call has it nor lost where one does. Built on the first link. */
     var byId = null;
@@ -409,26 +408,10 @@
       return a;
     }
 
-    pagedList(form, list, {
-      count: count,
-      noun: "calls",
-      files: files,
-      coded: function (name) { return coded(fields, name); },
-      field: value,
-      /* The search: the call's ID, then its search text (answer, unparsed text, extracts). */
-      searchable: function () { return haystacks !== null; },
-      loadSearch: function (done, progress) {
-        files.search(count, function (error, texts) {
-          if (!error) {
-            haystacks = texts.map(function (text, i) {
-              return (callId(i) + "\n" + text).toLowerCase();
-            });
-          }
-          done(error);
-        }, progress);
-      },
-      haystack: function (i) { return haystacks[i]; },
-      need: function (indexes, done) { files.items(indexes, done); },
+    /* The search: the call's ID, then its search text (answer, unparsed text, extracts). */
+    pagedList(form, list, filedSource(count, "calls", files, fields, value, function (text, i) {
+      return callId(i) + "\n" + text;
+    }, {
       draw: function (indexes, got) {
         list.replaceChildren.apply(list, got.map(function (one) {
           return article(one.item, one.file.texts);
@@ -448,9 +431,38 @@
       element: function (id, index) {
         return document.getElementById(id) || document.getElementById("call-" + callId(index));
       }
-    });
+    }));
     var note = document.getElementById("calls-need-js");
     if (note) { note.hidden = true; }
+  }
+
+  /* What pagedList pages when the items are data files (dataFiles): the count, the index's
+     coded fields, the items loaded as a page needs them, and the search texts loaded on the
+     first search, each as searchText(text, i) gives it; `own` adds draw, locate and element. */
+  function filedSource(count, noun, files, fields, value, searchText, own) {
+    var haystacks = null;
+    var source = {
+      count: count,
+      noun: noun,
+      files: files,
+      coded: function (name) { return coded(fields, name); },
+      field: value,
+      searchable: function () { return haystacks !== null; },
+      loadSearch: function (done, progress) {
+        files.search(count, function (error, texts) {
+          if (!error) {
+            haystacks = texts.map(function (text, i) {
+              return searchText(text, i).toLowerCase();
+            });
+          }
+          done(error);
+        }, progress);
+      },
+      haystack: function (i) { return haystacks[i]; },
+      need: function (indexes, done) { files.items(indexes, done); }
+    };
+    Object.keys(own).forEach(function (key) { source[key] = own[key]; });
+    return source;
   }
 
   /* -- the one pager, filters, search and URL state of every page ---------------------------- */
@@ -740,7 +752,6 @@
     var fields = data.fields;
     var files = dataFiles(data.files, "cells");
     var drawOne = make(data);
-    var haystacks = null;
     var byAnchor = null;
 
     function value(i, name) {
@@ -756,21 +767,9 @@
       }).join("-");
     }
 
-    pagedList(form, list, {
-      count: count,
-      noun: "cells",
-      files: files,
-      coded: function (name) { return coded(fields, name); },
-      field: value,
-      searchable: function () { return haystacks !== null; },
-      loadSearch: function (done, progress) {
-        files.search(count, function (error, texts) {
-          if (!error) { haystacks = texts.map(function (text) { return text.toLowerCase(); }); }
-          done(error);
-        }, progress);
-      },
-      haystack: function (i) { return haystacks[i]; },
-      need: function (indexes, done) { files.items(indexes, done); },
+    pagedList(form, list, filedSource(count, "cells", files, fields, value, function (text) {
+      return text;
+    }, {
       draw: function (indexes, got) {
         list.replaceChildren.apply(list, got.map(function (one) { return drawOne(one.item); }));
       },
@@ -787,7 +786,7 @@
       element: function (id, index) {
         return document.getElementById(id) || document.getElementById("cell-" + anchorOf(index));
       }
-    });
+    }));
     var note = document.getElementById("cells-need-js");
     if (note) { note.hidden = true; }
   }
