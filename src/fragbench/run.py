@@ -376,9 +376,16 @@ def run(
                               "nothing was written or sent.", interruption.exit_code)
         lock = claim_series_dir(series_dir, series, out, ledger)
         try:
-            result = _collect_series(experiment, series, backend, series_dir, plugin, session,
-                                     calls, retrieval_table, reservations, ledger, redactor,
-                                     say, notice, on_progress, interruption)
+            planned = len(calls)
+            stop = _collect_series(experiment, series, backend, series_dir, plugin, session,
+                                   calls, retrieval_table, reservations, ledger, redactor,
+                                   say, notice, on_progress, interruption)
+            # What collecting needed (the corpus, each planned call's request, the retrieval
+            # table) is let go before the tables are derived from the series' own files: at
+            # 100,000 calls it is gigabytes the derivation would otherwise hold beside its own.
+            del experiment, calls, retrieval_table, reservations
+            result = _derive_series(series_dir, frozen, backend, plugin, planned, stop,
+                                    ledger is not None, say)
             return result
         finally:
             os.close(lock)
@@ -418,7 +425,9 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
                     reservations: dict[int, Decimal], ledger: Ledger | None,
                     redactor: Redactor, say: Callable[[str], None],
                     notice: Callable[[str], None], on_progress: Callable[[Progress], None],
-                    interruption: Interruption) -> RunResult:
+                    interruption: Interruption) -> Stop | None:
+    """Write the series' recorded files, then collect its calls: the collector's stop (None
+    when every call was sent)."""
     backend_cfg = experiment.backends[backend]
     budget = experiment.budget if ledger is not None else None
     is_model, label = bool(plugin.is_model), str(plugin.label)
@@ -493,17 +502,27 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
                           "folder will be reused.") from None
     finally:
         journal.close()
+    return stop
+
+
+def _derive_series(series_dir: Path, plan: dict[str, Any], backend: str, plugin: Backend,
+                   planned: int, stop: Stop | None, billed: bool,
+                   say: Callable[[str], None]) -> RunResult:
+    """The tables and reports of a series just collected, from its journal read once (and the
+    frozen `plan`, the bytes of its plan.json, already in hand); what went wrong deriving them
+    is said in `tables_error`, never raised: what was paid for is recorded already."""
+    is_model, label = bool(plugin.is_model), str(plugin.label)
     tables_error = None
     citations = None
     # The journal read once, here, for the tables, both reports and the result.
     records: list[dict[str, Any]] | None = None
     try:
         say("reading the journal back")
-        records = journal_records(series_dir)
+        records = journal_records(series_dir, plan)
         say("deriving the tables")
-        tables = derive_tables(series_dir, records=records)
+        tables = derive_tables(series_dir, records=records, plan=plan)
         say("writing the report")
-        write_report(series_dir, tables, records)
+        write_report(series_dir, tables, records, plan)
         citations = citation_counts(tables)
     except OSError as exc:
         tables_error = (f"the tables and report could not be written ({exc.strerror}); free "
@@ -513,7 +532,7 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
         # the answered calls. What was paid for stands: the journal (and the ledger) hold it;
         # only the derived files are missing, and `measure` derives them once it is fixed.
         what = exc.what if isinstance(exc, MeasureFailed) else first_line(exc)
-        kept = "its journal and the budget's ledger" if ledger is not None else "its journal"
+        kept = "its journal and the budget's ledger" if billed else "its journal"
         tables_error = (f"{what}; the series' calls are recorded in {kept}, but its tables "
                         f"and report could not be derived: fix the measure, then run "
                         f"`fragbench measure {series_dir}`")
@@ -524,7 +543,7 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
     nothing = never_sent(records)
     return RunResult(
         series_dir=series_dir, backend=backend, is_model=is_model, label=label,
-        calls=len(calls), sent=sum(r.get("type") == "reserve" for r in records),
+        calls=planned, sent=sum(r.get("type") == "reserve" for r in records),
         spent_usd=spent(records), stop=stop, tables_error=tables_error,
         sent_nothing=stop is not None and nothing is not None, citations=citations,
     )

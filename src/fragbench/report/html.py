@@ -674,9 +674,10 @@ def environment(redact: Redact) -> jinja2.Environment:
 
 def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
            redact: Redact | None = None, records: list[dict[str, Any]] | None = None,
-           folder: DataFolder | None = None) -> str:
+           folder: DataFolder | None = None, plan: dict[str, Any] | None = None) -> str:
     """The page's text, from the series folder's tables (or those given, already loaded) and
-    its journal's `records` (else read here); each value redacted by `redact` (by default a
+    its journal's `records` (else read here) and its `plan` (plan.json, else read here); each
+    value redacted by `redact` (by default a
     `Redactor` of the environment's secrets). The calls' data files go into `folder`
     (`write_html_report`); without one they are only hashed, so that the text is the page's
     as `write_html_report` would write it, its data folder's name included."""
@@ -685,14 +686,14 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
 
     from fragbench.redact import Redactor
     from fragbench.report.data import limits, load_tables, measure_sections, repetitions_phrase
-    from fragbench.series.folder import FIGURES_DIR, read_json
+    from fragbench.series.folder import FIGURES_DIR, read_json, read_plan
     from fragbench.series.journal import JOURNAL_FILE, read_journal
 
     if redact is None:
         redact = Redactor.from_env().text
     info = read_json(series_dir / "series.json")
     status = read_json(series_dir / "status.json")
-    plan = read_json(series_dir / "plan.json")
+    plan = read_plan(series_dir) if plan is None else plan
     if tables is None:
         tables = load_tables(series_dir)
     calls = tables["calls"]
@@ -773,11 +774,12 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
 
 def write_html_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
                       redact: Redact | None = None,
-                      records: list[dict[str, Any]] | None = None) -> Path:
+                      records: list[dict[str, Any]] | None = None,
+                      plan: dict[str, Any] | None = None) -> Path:
     """Write report.html beside report.md (`render`) with its data folder, all or nothing
     (`pagedata.writing`: a failed write leaves the old page and its folder, never half of
     either, nor a page naming a folder that is not there)."""
     path = series_dir / REPORT_HTML
     with pagedata.writing(path) as folder:
-        folder.publish(render(series_dir, tables, redact, records, folder))
+        folder.publish(render(series_dir, tables, redact, records, folder, plan))
     return path

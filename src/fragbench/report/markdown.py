@@ -47,6 +47,7 @@ from fragbench.series.folder import (
     FIGURES_DIR,
     MEASURES_FILE,
     read_json,
+    read_plan,
     read_table,
     series_subfolder,
 )
@@ -285,28 +286,31 @@ def _stops_section(completeness: pl.DataFrame, calls: pl.DataFrame, not_sent: in
 
 
 def write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
-                 records: list[dict[str, Any]] | None = None) -> Path:
+                 records: list[dict[str, Any]] | None = None,
+                 plan: dict[str, Any] | None = None) -> Path:
     """Write report.md, what a reader reads (what was run, availability, citations per call,
     stops and errors, usage, limits), its figures, and report.html beside it: the evidence
     call by call (fragments, highlighted extracts, answers, raw responses).
 
     `tables` are the tables `measure` and `run` just derived (else read from the folder) and
     `records` the journal they were derived from (else read once here), so that a command
-    reads the journal once."""
+    reads the journal once; `plan` the series' plan.json, when the caller holds it (else read
+    here, once for both pages)."""
     if records is None:
         journal = series_dir / JOURNAL_FILE
         records = read_journal(journal) if journal.exists() else []
+    if plan is None:
+        plan = read_plan(series_dir)
     with _one_redactor():
-        return _write_report(series_dir, tables, records)
+        return _write_report(series_dir, tables, records, plan)
 
 
 def _write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None,
-                  records: list[dict[str, Any]]) -> Path:
+                  records: list[dict[str, Any]], plan: dict[str, Any]) -> Path:
     from fragbench.report.figures import availability_heatmap, citation_outcomes
 
     info = read_json(series_dir / "series.json")
     status = read_json(series_dir / "status.json")
-    plan = read_json(series_dir / "plan.json")
     manifest = read_json(series_dir / MEASURES_FILE)
     # The tables `measure` and `run` just derived, or the recorded ones, read once for both
     # pages.
@@ -385,7 +389,7 @@ def _write_report(series_dir: Path, tables: dict[str, pl.DataFrame] | None,
     out += ["", f"Every answer as it came, and every raw response: [{REPORT_HTML}]({REPORT_HTML})."]
     path = series_dir / REPORT_FILE
     write_text_atomically(path, "\n".join(out) + "\n")
-    write_html_report(series_dir, tables, records=records)
+    write_html_report(series_dir, tables, records=records, plan=plan)
     return path
 
 

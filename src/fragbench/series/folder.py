@@ -13,7 +13,7 @@ import contextlib
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -444,15 +444,23 @@ def write_status(series_dir: Path, info: dict[str, Any] | None = None,
     write_json({**info, **series_state(records)}, series_dir / "status.json")
 
 
-def journal_records(series_dir: Path) -> list[dict[str, Any]]:
+def read_plan(series_dir: Path) -> dict[str, Any]:
+    """The series' plan.json (`read_json`): a command reads it once and hands it to what it
+    calls (at 100,000 calls it is some 200 MB of JSON)."""
+    return cast(dict[str, Any], read_json(series_dir / "plan.json"))
+
+
+def journal_records(series_dir: Path, plan: dict[str, Any] | None = None
+                    ) -> list[dict[str, Any]]:
     """The series' journal read and checked once (`read_journal`, against the plan's calls;
     a stripped chain refused: `refuse_stripped_chain`), for every table and page a command
-    derives from it; [] when it has none."""
+    derives from it; [] when it has none. `plan`: the series' plan.json, when the caller holds
+    it already (else read here)."""
     require_series(series_dir)
     journal = series_dir / JOURNAL_FILE
     if not journal.exists():
         return []
-    plan = read_json(series_dir / "plan.json")
+    plan = read_plan(series_dir) if plan is None else plan
     info = read_json(series_dir / "series.json")
     # Read first, so that the file is opened once; a journal refused, or read but carrying no
     # chain, is then asked whether its chain was stripped (that refusal says more).
@@ -466,6 +474,21 @@ def journal_records(series_dir: Path) -> list[dict[str, Any]]:
     return records
 
 
+BODY_FIELDS = ("raw", "text")
+"""What `drop_bodies` removes: a response's body and its answer text, as the journal holds them
+(the calls table has them as `raw_response` and `text`)."""
+
+
+def drop_bodies(records: list[dict[str, Any]]) -> None:
+    """Remove each `received` and `outcome` record's body and answer text (BODY_FIELDS), in
+    place, once the calls table holds them: what is read from the records afterwards (the
+    series' state, its spend, the calls' times, which calls were sent) never needs them."""
+    for record in records:
+        if record.get("type") in ("received", "outcome"):
+            for field in BODY_FIELDS:
+                record.pop(field, None)
+
+
 def unchained(records: list[dict[str, Any]]) -> bool:
     """Whether a journal read back predates the chain: its first record carries none of the
     chain's fields (`read_journal` refuses one that mixes both)."""
@@ -473,7 +496,8 @@ def unchained(records: list[dict[str, Any]]) -> bool:
 
 
 def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = (),
-                  records: list[dict[str, Any]] | None = None) -> dict[str, pl.DataFrame]:
+                  records: list[dict[str, Any]] | None = None,
+                  plan: dict[str, Any] | None = None) -> dict[str, pl.DataFrame]:
     """Rebuild calls.parquet and every measure's tables from what the series recorded.
 
     Primary measures' tables go in the series folder; diagnostic measures' tables in
@@ -482,18 +506,22 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = (),
     did not name (a diagnostic never changes what was collected, so it needs no new plan).
     Every measure's tables are computed and checked before any file is written. `records`:
     the journal as `journal_records` read it, when the caller already holds it (the command
-    reads it once); else read here.
+    reads it once); else read here. Once the calls table holds the response bodies, they are
+    dropped from `records` (`drop_bodies`): the caller's list afterwards says what each call
+    was and cost, not what came back (so that a large series holds its bodies once). `plan`:
+    the series' plan.json, when the caller holds it (else read here).
     """
     require_series(series_dir)
     for name in WRITTEN_FOLDERS:  # measure writes both (the report, after it): none a link
         refuse_linked_folder(series_dir, name)
+    plan = read_plan(series_dir) if plan is None else plan
     if records is None:
-        records = journal_records(series_dir)
-    plan = read_json(series_dir / "plan.json")
+        records = journal_records(series_dir, plan)
     info = read_json(series_dir / "series.json")
     facts = read_table(series_dir, "facts", "facts.parquet")
     retrieval = read_table(series_dir, "retrieval", "retrieval.parquet")
     calls = calls_table(plan, info, records, facts)
+    drop_bodies(records)
     tables, manifest = _all_measured(plan, facts, retrieval, calls, f"{series_dir}/plan.json",
                                      extra_diagnostics)
     # The state first: small, and what a person looks for when a full disk refuses the rest.
