@@ -304,6 +304,13 @@ def test_beyond_a_readable_size_the_figures_sum_by_group(large: Path) -> None:
     valid = tables["citations"].filter(pl.col("reason") == "valid").height
     drawn = sum(p.get_height() for p in marks(fig).values() if p.get_gid().endswith(".valid"))
     assert drawn == valid  # summed citations, never a rate
+    # the count axis is numbered up to a line at or above the tallest bar, evenly from 0
+    tallest = max(p.get_y() + p.get_height() for p in marks(fig).values())
+    [numbered] = [ax for ax in fig.axes if texts(ax, "count")][:1]
+    ticks = [int(t.replace(",", "")) for t in texts(numbered, "count")]
+    assert ticks[0] == 0 and ticks[-1] >= tallest > ticks[-2]
+    assert len({b - a for a, b in pairwise(ticks)}) == 1
+    assert numbered.get_ylim()[1] >= ticks[-1]
     # the report's files are these figures, each PNG small enough to open anywhere
     for name in NAMES:
         assert (large / "figures" / f"{name}.png").stat().st_size <= 1_000_000

@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "f34feca49203de98f4582cdfcc37db09c7177cc76bfb5b4cabf82615424c1277"
+PROTOCOL_PLAN_SHA256 = "eb00d33966de3ec7d77e93bbd9242d260cb73a8b3bcc96b646f6b8ac6a7b9984"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

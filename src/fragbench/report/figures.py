@@ -420,9 +420,14 @@ def draw_citation_totals(citations: pl.DataFrame, per_call: pl.DataFrame,
                f"{', '.join(keys) or 'all calls together'}; above each bar its calls, "
                "those parsed, and those with nothing to count; every call's counts are in "
                "citations_per_call.parquet")
+    # The axis runs to the first tick at or above the tallest bar, so that every bar's height
+    # reads off a numbered line (ticks cut at the tallest bar left 250,000 above the last).
+    values = [int(n) for n in MaxNLocator(integer=True, nbins=4).tick_values(0, most) if n >= 0]
+    ticks = [n for n in values if n < most] + [next(n for n in values if n >= most)]
     panel_w = max(3.2, 0.9 * len(bars) + 0.4)
     panel_h, gap_w, gap_h = 1.6 + 0.14 * lines, 0.3, 0.5
-    left, right, foot = 0.85, 0.15, 0.75
+    # Room on the left for the widest tick label and the axis' title beside it.
+    left, right, foot = 0.45 + _width(f"{ticks[-1]:,}", 10), 0.15, 0.75
     top = _title_height(info, note) + 0.55
     grid_rows = -(-len(panels) // columns)
     grid_w = panel_w * columns + gap_w * (columns - 1)
@@ -431,12 +436,10 @@ def draw_citation_totals(citations: pl.DataFrame, per_call: pl.DataFrame,
                 _width(banner(info, what, note), TITLE_SIZE) + 0.3)
     height = top + grid_h + foot
     headroom = 1 + 0.16 * lines  # the labels above the tallest bar
-    ticks = [int(n) for n in MaxNLocator(integer=True, nbins=4).tick_values(0, most)
-             if 0 <= n <= most]
     fig = _figure(width, height)
-    side = (width - grid_w) / 2
+    side = max(left, (width - grid_w) / 2)  # centred where the caption widens the figure
     axes = fig.subplots(grid_rows, columns, sharex=True, sharey=True, squeeze=False,
-                        gridspec_kw={"left": side / width, "right": 1 - side / width,
+                        gridspec_kw={"left": side / width, "right": (side + grid_w) / width,
                                      "top": 1 - top / height, "bottom": foot / height,
                                      "wspace": gap_w / panel_w, "hspace": gap_h / panel_h})
     by_panel: dict[str, list[dict[str, Any]]] = {p: [] for p in panels}
@@ -477,7 +480,7 @@ def draw_citation_totals(citations: pl.DataFrame, per_call: pl.DataFrame,
             for x, g in enumerate(bars):
                 ax.text(x, -0.04, "\n".join(g), transform=ax.get_xaxis_transform(),
                         ha="center", va="top", label="group")
-    axes[0][0].set_ylim(0, most * headroom)
+    axes[0][0].set_ylim(0, max(most, ticks[-1]) * headroom)
     axes[0][0].set_xlim(-0.6, len(bars) - 0.4)
     handles = [Patch(color=REASON_COLORS[r], label=r) for r in reasons]
     return _framed(fig, handles, info, (what, note, caption), "citations, summed (count)",
