@@ -400,3 +400,37 @@ def test_a_long_run_of_escape_characters_is_read_a_bounded_number_of_times(
     text = run * (2_000_000 // len(run))
     assert REDACTOR.text(text + " " + KEY) == text + " " + MARK
     assert counting.read < 8 * len(text), counting.read  # about 2 passes; was ~120 (quadratic)
+
+
+# -- The quick path: a value holding none of the needles is not viewed -----------------------
+
+_PIECES = st.sampled_from([
+    "sk-", "org-", "proj_", "Bearer ", "SK-", KEY[:MIN_SECRET], KEY[-MIN_SECRET:],
+    OPAQUE[:MIN_SECRET], OPAQUE[-MIN_SECRET:], " ",
+    # ends split by what the skeleton drops: found there, not in the lower case
+    KEY[:4] + "\u200b" + KEY[4:MIN_SECRET], OPAQUE[-MIN_SECRET:-4] + " \t" + OPAQUE[-4:],
+    "\u200b", "\u00ad", "\u0130", "é", "ب",
+    *(form for form, _, _ in REDACTOR._base64[:6]),  # the needles themselves
+    "word", "0123456789", "\t", '"',
+])
+
+
+class _Viewed(Redactor):
+    """The same redactor, every text viewed (the quick path never taken)."""
+
+    def _nothing_in(self, text: str) -> bool:
+        return False
+
+
+VIEWED = _Viewed(SECRETS)
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.one_of(_PIECES, st.text(max_size=6)), max_size=12))
+def test_the_quick_path_finds_what_the_views_find(parts: list[str]) -> None:
+    """`Redactor._nothing_in` skips the views only where they would find nothing: on texts
+    made of secrets' ends, base64 forms, shapes' starts and invisible characters run together
+    (any escape-free text), the quick path and the views redact alike."""
+    text = "".join(parts)
+    assert REDACTOR.text(text) == VIEWED.text(text)
+    assert Redactor().text(text) == _Viewed().text(text)  # no secrets: shapes alone

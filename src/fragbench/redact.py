@@ -412,6 +412,8 @@ class Redactor:
         """The text's spans to redact, in order, merged where they meet."""
         if len(text) < MIN_SECRET:  # the skeleton is never longer than the text
             return []
+        if "\\" not in text and "%" not in text and self._nothing_in(text):
+            return []
         view = _View(text)
         spans = [view.span(a, b, skeleton=True) for a, b in self._in_skeleton(view.skeleton)]
         spans += [view.span(a, b, skeleton=False) for a, b in _shapes(view.decoded, view.lowered)]
@@ -423,6 +425,24 @@ class Redactor:
             else:
                 merged.append((a, b))
         return merged
+
+    def _nothing_in(self, text: str) -> bool:
+        """Whether `text`, which holds no escape (so its decoded view is itself), has none of
+        the needles every match starts from: a shape's start in its lower case, a secret's
+        first or last MIN_SECRET characters or a base64 form in its skeleton. Then `_spans`
+        would find nothing, and the views' mapping back to the text is not built (a report
+        redacts every value it shows: most are sentences, IDs and numbers). Exact: the same
+        lower case and skeleton `_View` builds, whole instead of chunk by chunk (both are
+        character by character), searched for the same needles."""
+        lowered = _lower(text)
+        if any(word in lowered for word in _SHAPE_STARTS):
+            return False
+        if not self._literal and not self._base64:
+            return True
+        skeleton = _visible(lowered)
+        return not any(s[:MIN_SECRET] in skeleton or s[-MIN_SECRET:] in skeleton
+                       for s in self._literal) and \
+            not any(form in skeleton for form, _, _ in self._base64)
 
     def _in_skeleton(self, skeleton: str) -> Iterator[tuple[int, int]]:
         for secret in self._literal:

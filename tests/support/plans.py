@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "eb00d33966de3ec7d77e93bbd9242d260cb73a8b3bcc96b646f6b8ac6a7b9984"
+PROTOCOL_PLAN_SHA256 = "70d5693a8faac3dce187a7425338ae71ada8a152a20c9088de783be26ac5d79e"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house
