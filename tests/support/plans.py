@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "70d5693a8faac3dce187a7425338ae71ada8a152a20c9088de783be26ac5d79e"
+PROTOCOL_PLAN_SHA256 = "54612a287b6f3c68a122b88e39075d6b38658f44caf6d16933abbba0e7eb103f"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

@@ -246,6 +246,19 @@
         value(i, "mode") + "-r" + value(i, "rep");
     }
 
+    /* A highlighted fragment's pieces as [text, citation numbers]: a piece stored by its
+       length (UTF-16 code units) is read from the fragment's text, in order; one stored as
+       text (the redactor changed the fragment) is that text. */
+    function pieces(f, texts) {
+      var whole = texts[f[1]];
+      var at = 0;
+      return f[2].map(function (piece) {
+        if (typeof piece[0] !== "number") { return piece; }
+        at += piece[0];
+        return [whole.slice(at - piece[0], at), piece[1]];
+      });
+    }
+
     function fragments(call, texts, highlight) {
       var ol = el("ol", "fragments");
       var reasonOf = {};
@@ -257,14 +270,8 @@
           li.textContent = texts[f[1]];
           return;
         }
-        var whole = texts[f[1]];
-        var at = 0;
-        f[2].forEach(function (piece) {
+        pieces(f, texts).forEach(function (piece) {
           var text = piece[0];
-          if (typeof text === "number") {
-            text = whole.slice(at, at + piece[0]);
-            at += piece[0];
-          }
           if (!piece[1].length) { say(li, text); return; }
           var named = piece[1].map(function (n) { return reasonOf[n]; });
           var mark = add(li, el("mark", "cite r-" + named[0], text));
@@ -322,15 +329,8 @@
       var marked = {};
       call.frags.forEach(function (f) {
         if (f.length < 3) { return; }
-        var whole = texts[f[1]];
-        var at = 0;
-        f[2].forEach(function (piece) {
-          var text = piece[0];
-          if (typeof text === "number") {
-            text = whole.slice(at, at + piece[0]);
-            at += piece[0];
-          }
-          piece[1].forEach(function (n) { marked[n] = (marked[n] || "") + text; });
+        pieces(f, texts).forEach(function (piece) {
+          piece[1].forEach(function (n) { marked[n] = (marked[n] || "") + piece[0]; });
         });
       });
       call.cites.forEach(function (c) { if (c[2] === null) { c[2] = marked[c[0]] || ""; } });
