@@ -221,8 +221,38 @@ def restart_fast(srv: pg_server.Server) -> None:
     assert done.returncode == 0, done.stderr + srv.log_tail()
 
 
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc: the postmaster's backends)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # The command name in parentheses may hold spaces: the fields after its `)`.
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def gone(pid: int) -> bool:
+    """No such process, or only its zombie (exited, not yet reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
 def kill_postmaster(srv: pg_server.Server) -> None:
-    os.kill(srv.postmaster_pid(), signal.SIGKILL)
+    """SIGKILL the postmaster, then wait until its backends have noticed and exited: an
+    orphaned backend still serves its connection for a moment, and a write it took would
+    meet the fault one call later than the eight in flight (a race seen under load)."""
+    pid = srv.postmaster_pid()
+    backends = children_of(pid)
+    assert backends, "the postmaster has no backends"
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + PATIENCE
+    while not all(gone(b) for b in backends):
+        assert time.monotonic() < deadline, "the orphaned backends did not exit"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("fault", [restart_fast, kill_postmaster], ids=["restart", "kill-9"])
