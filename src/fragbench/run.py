@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -377,9 +376,9 @@ def run(
         lock = claim_series_dir(series_dir, series, out, ledger)
         try:
             planned = len(calls)
-            stop = _collect_series(experiment, series, backend, series_dir, plugin, session,
-                                   calls, retrieval_table, reservations, ledger, redactor,
-                                   say, notice, on_progress, interruption)
+            stop = _collect_series(experiment, frozen.sha256, series, backend, series_dir,
+                                   plugin, session, calls, retrieval_table, reservations,
+                                   ledger, redactor, say, notice, on_progress, interruption)
             # What collecting needed (the corpus, each planned call's request, the retrieval
             # table) is let go before the tables are derived from the series' own files: at
             # 100,000 calls it is gigabytes the derivation would otherwise hold beside its own.
@@ -419,15 +418,16 @@ def _route(session: Session, redactor: Redactor) -> tuple[str | None, str]:
     return None, ""
 
 
-def _collect_series(experiment: Experiment, series: str, backend: str, series_dir: Path,
-                    plugin: Backend, session: Session, calls: list[PlannedCall],
-                    retrieval_table: pl.DataFrame,
+def _collect_series(experiment: Experiment, plan_hash: str, series: str, backend: str,
+                    series_dir: Path, plugin: Backend, session: Session,
+                    calls: list[PlannedCall], retrieval_table: pl.DataFrame,
                     reservations: dict[int, Decimal], ledger: Ledger | None,
                     redactor: Redactor, say: Callable[[str], None],
                     notice: Callable[[str], None], on_progress: Callable[[Progress], None],
                     interruption: Interruption) -> Stop | None:
-    """Write the series' recorded files, then collect its calls: the collector's stop (None
-    when every call was sent)."""
+    """Write the series' recorded files (plan.json a copy of the frozen plan whose bytes hash
+    to `plan_hash`), then collect its calls: the collector's stop (None when every call was
+    sent)."""
     backend_cfg = experiment.backends[backend]
     budget = experiment.budget if ledger is not None else None
     is_model, label = bool(plugin.is_model), str(plugin.label)
@@ -447,7 +447,7 @@ def _collect_series(experiment: Experiment, series: str, backend: str, series_di
             "endpoint": endpoint,
             "proxy": proxy,
             "budget": budget.id if budget else None,
-            "plan_sha256": hashlib.sha256(plan_path(experiment).read_bytes()).hexdigest(),
+            "plan_sha256": plan_hash,
             "started_at": now(),
             # Before the journal exists: its chain stripped later cannot pass it off as an
             # earlier fragbench's (`fragbench.series.folder.refuse_stripped_chain`).

@@ -33,7 +33,7 @@ from fragbench.corpus.cases import sentences_frame
 from fragbench.errors import PlanMismatch
 from fragbench.experiment.config import BackendConfig, Experiment
 from fragbench.experiment.requests import build_request, request_sha256, request_text
-from fragbench.files import write_text_atomically
+from fragbench.files import Plan, write_text_atomically
 from fragbench.interfaces import Request
 from fragbench.plugins import code_sha256, core_identity, describe, registry
 from fragbench.retrieval.passages import retrieve
@@ -411,15 +411,20 @@ def drift(frozen: Any, now: dict[str, Any], base: Path) -> list[str]:
     return [] if stored == now else differences(stored, now, base)
 
 
-def _read_frozen(path: Path) -> Any:
+def _read_frozen(path: Path) -> Plan:
+    """The frozen plan and the hash of the bytes it was read from (`Plan`)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = path.read_bytes()
+        value = json.loads(data.decode("utf-8"))
+        if not isinstance(value, dict):
+            raise ValueError(f"a JSON {type(value).__name__}, not an object")
+        return Plan.parsed(data, value)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ones
         raise PlanMismatch(f"{path}: unreadable frozen plan ({exc}); restore it from version "
                            "control or freeze again.") from None
 
 
-def verify(experiment: Experiment) -> tuple[dict[str, Any], list[PlannedCall], Any]:
+def verify(experiment: Experiment) -> tuple[Plan, list[PlannedCall], Any]:
     """Recompute the plan; refuse unless it equals the frozen one. Returns the frozen plan, the
     calls and the retrieval table (so that nothing is computed twice)."""
     path = plan_path(experiment)

@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from fragbench.files import plan_sha256
 from fragbench.report import pagedata
 
 if TYPE_CHECKING:
@@ -725,7 +726,7 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
         "info": info,
         "status": status,
         "stop": stop,
-        "plan_sha256": hashlib.sha256((series_dir / "plan.json").read_bytes()).hexdigest(),
+        "plan_sha256": plan_sha256(plan, series_dir / "plan.json"),
         "retrieval": plan["parameters"]["retrieval"],
         "models": sorted(m for m in calls["model"].drop_nulls().unique().to_list() if m),
         "times": (times[0], times[-1]) if times else None,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import hashlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from fragbench.builtin.citations import FOLDED_LEVEL, REASONS
-from fragbench.files import write_text_atomically
+from fragbench.files import plan_sha256, write_text_atomically
 from fragbench.redact import Redactor, secrets_in_env
 from fragbench.report.data import (  # shared with report.html; tests read them here
     SHOWN_ROWS,
@@ -159,7 +158,7 @@ def _run_section(series_dir: Path, info: dict[str, Any], status: dict[str, Any],
     times = call_times(records)
     models = sorted({m for m in calls["model"].to_list() if m})
     statuses = calls.group_by("status").len().sort("status")
-    plan_hash = hashlib.sha256((series_dir / "plan.json").read_bytes()).hexdigest()
+    plan_hash = plan_sha256(plan, series_dir / "plan.json")
     rows = [
         ("experiment", info["experiment"]),
         ("series", info["series"]),

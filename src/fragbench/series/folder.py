@@ -15,14 +15,14 @@ import json
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import polars as pl
 
 from fragbench.budget.money import usd
 from fragbench.columns import MONEY_PRECISION, MONEY_SCALE, MONEY_TYPE
 from fragbench.errors import PluginError, SeriesError, first_line
-from fragbench.files import write_atomically, write_synced
+from fragbench.files import Plan, write_atomically, write_synced
 from fragbench.interfaces import MeasureInput
 from fragbench.series.answers import parse_answer
 from fragbench.series.journal import (
@@ -152,14 +152,26 @@ def read_json(path: Path) -> Any:
     """A series' JSON file (series.json, status.json, plan.json, measures.json), its text made
     valid Unicode (`fragbench.series.journal.valid_text`: a hand edit's `\\ud83d` never breaks a
     table or a report); one line naming the file when it cannot be read."""
+    return _json_of(path, _bytes_of(path))
+
+
+def _bytes_of(path: Path) -> bytes:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_bytes()
+    except OSError as exc:
+        raise SeriesError(f"{path}: cannot be read as JSON ({exc}); is this a series folder?") \
+            from None
+
+
+def _json_of(path: Path, data: bytes) -> Any:
+    try:
+        text = data.decode("utf-8")
         value = json.loads(text)
         # A surrogate can come only from a \\uD800-\\uDFFF escape (the text is UTF-8): a file
         # with none (every file fragbench writes) skips the walk, which costs a Python call
         # per string of a large plan.
         return valid_unicode(value) if SURROGATE_ESCAPE.search(text) else value
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:  # UnicodeDecodeError is one
         raise SeriesError(f"{path}: cannot be read as JSON ({exc}); is this a series folder?") \
             from None
 
@@ -479,10 +491,17 @@ def write_status(series_dir: Path, info: dict[str, Any] | None = None,
     write_json({**info, **series_state(records)}, series_dir / "status.json")
 
 
-def read_plan(series_dir: Path) -> dict[str, Any]:
-    """The series' plan.json (`read_json`): a command reads it once and hands it to what it
-    calls (at 100,000 calls it is some 200 MB of JSON)."""
-    return cast(dict[str, Any], read_json(series_dir / "plan.json"))
+def read_plan(series_dir: Path) -> Plan:
+    """The series' plan.json (as `read_json` reads it) with the hash of its bytes: a command
+    reads it once and hands it to what it calls (at 100,000 calls it is some 200 MB of JSON),
+    and the reports show the hash without reading the file again."""
+    path = series_dir / "plan.json"
+    data = _bytes_of(path)
+    value = _json_of(path, data)
+    if not isinstance(value, dict):
+        raise SeriesError(f"{path}: holds a JSON {type(value).__name__}, not a plan; is this a "
+                          "series folder?")
+    return Plan.parsed(data, value)
 
 
 def journal_records(series_dir: Path, plan: dict[str, Any] | None = None
