@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "200ca59217b162cd6a54d4012346c3a3050ab4386a7576dd25b4cfce84a276d4"
+PROTOCOL_PLAN_SHA256 = "51e760fc976207dec8e53ce50b9c1e6466942e1f48cfd7513c59290e27005d39"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

@@ -847,11 +847,7 @@
     }
 
     function article(cell) {
-      var a = el("article", "cell");
-      a.id = "cell-" + cell.anchor;
-      var d = a.dataset;
-      d.case = cell.case; d.lang = cell.lang; d.variant = cell.variant; d.mode = cell.mode;
-      d.rep = String(cell.rep); d.compared = cell.compared; d.differs = cell.differs;
+      var a = cellNode("article", "cell", cell);
       var head = add(a, el("div", "cell-head"));
       add(head, el("h3", null, cell.case + " · " + cell.lang + " · variant " + cell.variant +
         " · " + cell.mode + " · repetition " + cell.rep));
@@ -874,6 +870,17 @@
     return article;
   }
 
+  /* A compared cell's element (the pair page's article, the grid's row): its URL anchor and
+     the data-* fields the filters read. */
+  function cellNode(tag, cls, cell) {
+    var node = el(tag, cls);
+    node.id = "cell-" + cell.anchor;
+    var d = node.dataset;
+    d.case = cell.case; d.lang = cell.lang; d.variant = cell.variant; d.mode = cell.mode;
+    d.rep = String(cell.rep); d.compared = cell.compared; d.differs = cell.differs;
+    return node;
+  }
+
   /* -- the grid page (compare S1 S2 S3 … --html) ------------------------------------------- */
 
   /* A row per cell (tr.cell-row), a column per series (td.side, outlined where it differs
@@ -881,11 +888,7 @@
   function gridRow(data) {
     var letters = data.series;
     return function (r) {
-      var tr = el("tr", "cell-row");
-      tr.id = "cell-" + r.anchor;
-      var d = tr.dataset;
-      d.case = r.case; d.lang = r.lang; d.variant = r.variant; d.mode = r.mode;
-      d.rep = String(r.rep); d.compared = r.compared; d.differs = r.differs;
+      var tr = cellNode("tr", "cell-row", r);
       var th = add(tr, el("th", null, r.case + " · " + r.lang + " · " + r.variant + " · " +
         r.mode + " · r" + r.rep));
       th.scope = "row";
