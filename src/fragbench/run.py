@@ -87,6 +87,7 @@ from fragbench.series.folder import (
     check_measures,
     derive_tables,
     journal_records,
+    without_cycle_sweeps,
     write_json,
     write_parquet,
     write_status,
@@ -517,13 +518,14 @@ def _derive_series(series_dir: Path, plan: dict[str, Any], backend: str, plugin:
     # The journal read once, here, for the tables, both reports and the result.
     records: list[dict[str, Any]] | None = None
     try:
-        say("reading the journal back")
-        records = journal_records(series_dir, plan)
-        say("deriving the tables")
-        tables = derive_tables(series_dir, records=records, plan=plan)
-        say("writing the report")
-        write_report(series_dir, tables, records, plan)
-        citations = citation_counts(tables)
+        with without_cycle_sweeps():
+            say("reading the journal back")
+            records = journal_records(series_dir, plan)
+            say("deriving the tables")
+            tables = derive_tables(series_dir, records=records, plan=plan)
+            say("writing the report")
+            write_report(series_dir, tables, records, plan)
+            citations = citation_counts(tables)
     except OSError as exc:
         tables_error = (f"the tables and report could not be written ({exc.strerror}); free "
                         f"space, then run `fragbench measure {series_dir}`")

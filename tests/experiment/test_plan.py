@@ -15,7 +15,7 @@ from support.suite import ROOT
 from fragbench import text
 from fragbench.errors import PlanMismatch
 from fragbench.experiment.config import load_experiment
-from fragbench.experiment.plan import block_order, build_plan, verify
+from fragbench.experiment.plan import block_order, build_plan, dumps, verify
 from fragbench.experiment.requests import request_text
 from fragbench.run import run
 
@@ -31,6 +31,25 @@ def test_committed_plan_matches_the_code_and_files() -> None:
     assert params == {"model": "gpt-6-astra", "reasoning_effort": "medium",
                       "max_output_tokens": 1200, "service_tier": "default", "store": False,
                       "timeout_seconds": 600}
+
+
+def test_the_committed_plan_holds_a_line_per_call_and_reads_back_whole() -> None:
+    """experiment.json (`dumps`): the sections indented, each scheduled call one line of its
+    own, in order; the text parses back to the very plan, a string with a newline, a line
+    separator or an accent included."""
+    path = ROOT / "experiments" / "protocol-1.0" / "experiment.json"
+    text_ = path.read_text(encoding="utf-8")
+    plan = json.loads(text_)
+    assert dumps(plan) == text_
+    lines = text_.splitlines()
+    at = lines.index('  "schedule": [')
+    assert [json.loads(line.strip().rstrip(",")) for line in lines[at + 1:at + 73]] == \
+        plan["schedule"]
+    assert lines[at + 73] == "  ],"
+    assert lines[1] == '  "format": 1,' and lines[-1] == "}"
+    odd = {"schedule": [{"q": "a\nb\u2028c", "é": ["x", {"y": None}]}], "z": {"k": [1]}}
+    assert json.loads(dumps(odd)) == odd
+    assert len(dumps(odd).split("\n")) == 11  # ten lines and the empty after the last newline
 
 
 def test_schedule_alternates_and_rotates_deterministically() -> None:

@@ -159,3 +159,26 @@ def test_surrogates_encoded_as_utf8_bytes_are_read_as_valid_text(tmp_path: Path)
     assert b"\xed\xa0\xbd" in path.read_bytes() and b"\\ud83d" not in path.read_bytes()
     records = read_journal(path)
     assert records[1]["text"] == "x\\ud83d"
+
+
+def test_the_cycle_collector_is_paused_only_within_the_block() -> None:
+    """`without_cycle_sweeps`: off inside, restored after (an error too); left off when the
+    caller had turned it off."""
+    import gc
+
+    from fragbench.series.folder import without_cycle_sweeps
+
+    assert gc.isenabled()
+    with without_cycle_sweeps():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ValueError), without_cycle_sweeps():
+        raise ValueError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with without_cycle_sweeps():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -534,13 +534,20 @@ def measure(
 ) -> None:
     """Recompute every table and the report of a recorded series. No call is made."""
     from fragbench.report.markdown import write_report
-    from fragbench.series.folder import derive_tables, journal_records, read_plan, require_series
+    from fragbench.series.folder import (
+        derive_tables,
+        journal_records,
+        read_plan,
+        require_series,
+        without_cycle_sweeps,
+    )
 
     require_series(series_dir)
-    plan = read_plan(series_dir)  # read once, as the journal is, for the tables and reports
-    records = journal_records(series_dir, plan)
-    tables = derive_tables(series_dir, tuple(diagnostic or ()), records, plan)
-    report = write_report(series_dir, tables, records, plan)
+    with without_cycle_sweeps():
+        plan = read_plan(series_dir)  # read once, as the journal is, for the tables and reports
+        records = journal_records(series_dir, plan)
+        tables = derive_tables(series_dir, tuple(diagnostic or ()), records, plan)
+        report = write_report(series_dir, tables, records, plan)
     from fragbench.report.html import REPORT_HTML
     from fragbench.series.folder import FIGURES_DIR
 
@@ -567,14 +574,21 @@ def report(series_dir: Annotated[Path, typer.Argument(help="A recorded series fo
     """Write report.md, report.html (the evidence, call by call) and the figures of a series."""
     from fragbench.report.html import REPORT_HTML
     from fragbench.report.markdown import write_report
-    from fragbench.series.folder import drop_bodies, journal_records, read_plan, require_series
+    from fragbench.series.folder import (
+        drop_bodies,
+        journal_records,
+        read_plan,
+        require_series,
+        without_cycle_sweeps,
+    )
 
     require_series(series_dir)
-    plan = read_plan(series_dir)
-    records = journal_records(series_dir, plan)  # read once, for both reports
-    drop_bodies(records)  # the pages take the bodies from calls.parquet, not the journal
-    say(f"report written to {write_report(series_dir, records=records, plan=plan)} and "
-        f"{series_dir / REPORT_HTML}")
+    with without_cycle_sweeps():
+        plan = read_plan(series_dir)
+        records = journal_records(series_dir, plan)  # read once, for both reports
+        drop_bodies(records)  # the pages take the bodies from calls.parquet, not the journal
+        written = write_report(series_dir, records=records, plan=plan)
+    say(f"report written to {written} and {series_dir / REPORT_HTML}")
     _say_chain_note(series_dir, records)
 
 

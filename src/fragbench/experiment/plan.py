@@ -251,7 +251,24 @@ def plan_path(experiment: Experiment) -> Path:
 
 
 def dumps(plan: dict[str, Any]) -> str:
-    return json.dumps(plan, ensure_ascii=False, indent=2) + "\n"
+    """The plan as experiment.json holds it: indented two spaces, but each scheduled call on
+    one line of its own. A call a line reads as well in a review's diff, and the file stays
+    a line per call at 100,000 calls; and only the sections are written by json's indenting
+    encoder, which is Python code, while the calls go through its C encoder (at 100,000 calls
+    the indented whole took some 15 s of the freeze)."""
+    items = list(plan.items())
+    lines = ["{"]
+    for n, (key, value) in enumerate(items, start=1):
+        if key == "schedule" and isinstance(value, list) and value:
+            calls = ",\n".join("    " + json.dumps(entry, ensure_ascii=False) for entry in value)
+            text = f"[\n{calls}\n  ]"
+        else:
+            # json escapes every newline inside a string: each newline here is the layout's.
+            text = json.dumps(value, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+        lines.append(f"  {json.dumps(key, ensure_ascii=False)}: {text}"
+                     + ("," if n < len(items) else ""))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 @attrs.frozen
