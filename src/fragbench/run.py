@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -436,7 +437,7 @@ def _collect_series(experiment: Experiment, plan_hash: str, series: str, backend
     proxy, route = _route(session, redactor)
     series_uid = uuid.uuid4().hex
     try:
-        shutil.copyfile(plan_path(experiment), series_dir / "plan.json")
+        _copy_plan(plan_path(experiment), series_dir / "plan.json", plan_hash)
         info = {
             "experiment": experiment.id,
             "series": series,
@@ -504,6 +505,21 @@ def _collect_series(experiment: Experiment, plan_hash: str, series: str, backend
     finally:
         journal.close()
     return stop
+
+
+def _copy_plan(source: Path, target: Path, plan_hash: str) -> None:
+    """Copy the frozen plan into the series, hashing the bytes copied: when they are not the
+    plan that was verified (frozen again meanwhile), refuse before anything is sent, so that
+    plan.json and every hash the series records are the verified plan's."""
+    digest = hashlib.sha256()
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while block := src.read(1 << 20):
+            digest.update(block)
+            dst.write(block)
+    if digest.hexdigest() != plan_hash:
+        raise SeriesError(f"{source}: changed while the run began (frozen again since it was "
+                          "verified); run again: nothing was sent, and the series folder will "
+                          "be reused.")
 
 
 def _derive_series(series_dir: Path, plan: dict[str, Any], backend: str, plugin: Backend,

@@ -7,13 +7,14 @@ import json
 import os
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.cli import error_lines, refreeze, run_cli
 from support.suite import ROOT
 
 from fragbench import text
-from fragbench.errors import PlanMismatch
+from fragbench.errors import PlanMismatch, SeriesError
 from fragbench.experiment.config import load_experiment
 from fragbench.experiment.plan import block_order, build_plan, dumps, verify
 from fragbench.experiment.requests import request_text
@@ -195,6 +196,41 @@ def test_run_refuses_when_a_stopword_list_changes(experiment: Path, workspace: P
     with pytest.raises(PlanMismatch, match=r"stopwords\.fr"):
         run(experiment, series="extractive", out=workspace / "outputs")
     assert not (workspace / "outputs").exists()
+
+
+def test_a_plan_frozen_again_while_the_run_begins_is_refused(
+        experiment: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """experiment.json rewritten after it was verified and before it is copied into the series
+    (another shell's `fragbench freeze`): the copy's bytes are not the verified plan's, so the
+    run stops in one line, nothing sent; run again, it collects into the same folder, and its
+    plan.json is the plan whose hash series.json and the reports record."""
+    import hashlib
+
+    import fragbench.run as run_module
+
+    path = experiment / "experiment.json"
+    original = path.read_bytes()
+    verified = run_module.verify
+
+    def verify_then_freeze_again(exp: Any) -> Any:
+        found = verified(exp)
+        path.write_bytes(original.replace(b'"format": 1', b'"format":  1', 1))
+        return found
+
+    monkeypatch.setattr(run_module, "verify", verify_then_freeze_again)
+    out = workspace / "outputs"
+    with pytest.raises(SeriesError, match=r"changed while the run began .* nothing was sent"):
+        run(experiment, series="extractive", out=out)
+    series_dir = out / "protocol-1.0" / "extractive"
+    assert not (series_dir / "journal.jsonl").exists()
+    monkeypatch.setattr(run_module, "verify", verified)
+    path.write_bytes(original)
+    result = run(experiment, series="extractive", out=out)
+    assert result.stop is None
+    digest = hashlib.sha256((series_dir / "plan.json").read_bytes()).hexdigest()
+    assert digest == hashlib.sha256(original).hexdigest()
+    assert json.loads((series_dir / "series.json").read_text())["plan_sha256"] == digest
+    assert f"`{digest}`" in (series_dir / "report.md").read_text(encoding="utf-8")
 
 
 def test_run_refuses_without_a_frozen_plan(experiment: Path, workspace: Path) -> None:

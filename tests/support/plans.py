@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "1091075a492c8b8cd8ad54ae0f8cbc194ca77f960508606e8eb07fd315695bbd"
+PROTOCOL_PLAN_SHA256 = "6c621a70e0c2e1ee18860ae243bbed2dfecac384533f63f7ad9566ca2a73c8f8"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house
