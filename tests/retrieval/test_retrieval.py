@@ -9,6 +9,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.cli import run_cli
 from support.suite import ROOT
 
@@ -17,7 +19,7 @@ from fragbench.builtin.scorers import SqrtLexical
 from fragbench.corpus.cases import load_corpus
 from fragbench.errors import PluginError
 from fragbench.retrieval.passages import retrieve
-from fragbench.text import STOPWORDS, terms
+from fragbench.text import STOPWORDS, explode_terms, terms
 
 TINY = """
 id = "tiny"
@@ -67,6 +69,22 @@ def test_terms_fold_accents_case_and_split_apostrophes_and_numbers() -> None:
     assert terms(["The Café’s crème brûlée"], "en") == [["cafe", "creme", "brulee"]]
     # NFKD folds compatibility forms too: a ligature and a superscript.
     assert terms(["ﬁnal m²"], "en") == [["final", "m2"]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from(
+           [*"abcé É’'12,. ", "the", " le ", " of ", " de ", "ﬁ", "ß", "\u0301", "ا"]),
+           max_size=40).map("".join), max_size=6),
+       lang=st.sampled_from(["en", "fr", "ar"]))
+def test_terms_are_the_long_frames_terms_in_order(texts: list[str], lang: str) -> None:
+    # `terms` (the extractive baseline's, a set lookup for stopwords) against
+    # `explode_terms` (the scorer's, an anti-join): the same terms, in the same order.
+    frame = pl.DataFrame({"row": range(len(texts)), "lang": [lang] * len(texts),
+                          "text": texts}, schema={"row": pl.Int64, "lang": pl.String,
+                                                  "text": pl.String})
+    long = explode_terms(frame, "text", ["row"]).sort("row", "pos")
+    by_row = {row: list(words) for row, words in long.group_by("row").agg("term").iter_rows()}
+    assert terms(texts, lang) == [by_row.get(i, []) for i in range(len(texts))]
 
 
 def test_stopword_lists_follow_the_policy() -> None:
