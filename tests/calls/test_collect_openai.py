@@ -118,6 +118,10 @@ def test_each_body_is_journaled_once_and_read_from_its_received_record(
     old = folder.calls_table(plan, info := folder.read_json(series_dir / "series.json"), before)
     assert old.equals(folder.calls_table(plan, info, records))
     assert old.sort("seq")["raw_response"].to_list() == calls_table["raw_response"].to_list()
+    # Consumed (as `derive_tables` builds it): the same table, and no record keeps a body.
+    consumed = folder.calls_table(plan, info, before, consume=True)
+    assert consumed.equals(old)
+    assert not [r["seq"] for r in before if "raw" in r or "text" in r]
 
 
 STOPS: dict[str, tuple[Any, str, bool | Fraction]] = {

@@ -92,3 +92,21 @@ def test_per_call_summary_and_unparsed_answers_stay_unmeasured() -> None:
     c = per_call["c"]
     assert c["parsed"] is False and c["n_citations"] is None and c["n_valid"] is None
     assert c["supplied_conditions_not_cited"] is None
+
+
+def test_calls_classified_in_batches_give_the_table_of_one_batch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Citations.compute classifies BATCH_CALLS calls at a time: however the calls fall into
+    # batches (one a batch, two, all at once), the tables are the same, rows in the same order.
+    from fragbench.builtin import citations
+
+    calls = [call(f"{lang}{n}", lang, ["F1", "F2"][: 1 + n % 2],
+                  [(i, e) for i, e, _, _ in cases[n::3]] if n != 4 else None)
+             for n in range(6) for lang, cases in (("fr", FRENCH), ("en", ENGLISH))]
+    whole = measure(calls)
+    assert whole["citations"].height > 10
+    for size in (1, 2, 5):
+        monkeypatch.setattr(citations, "BATCH_CALLS", size)
+        batched = measure(calls)
+        for name in ("citations", "citations_per_call"):
+            assert batched[name].equals(whole[name], null_equal=True), (name, size)

@@ -572,6 +572,7 @@ def _say_chain_note(series_dir: Path, records: list[dict[str, Any]]) -> None:
 def report(series_dir: Annotated[Path, typer.Argument(help="A recorded series folder.")]
            ) -> None:
     """Write report.md, report.html (the evidence, call by call) and the figures of a series."""
+    from fragbench.memory import release_freed_memory
     from fragbench.report.html import REPORT_HTML
     from fragbench.report.markdown import write_report
     from fragbench.series.folder import (
@@ -587,6 +588,7 @@ def report(series_dir: Annotated[Path, typer.Argument(help="A recorded series fo
         plan = read_plan(series_dir)
         records = journal_records(series_dir, plan)  # read once, for both reports
         drop_bodies(records)  # the pages take the bodies from calls.parquet, not the journal
+        release_freed_memory()
         written = write_report(series_dir, records=records, plan=plan)
     say(f"report written to {written} and {series_dir / REPORT_HTML}")
     _say_chain_note(series_dir, records)

@@ -25,6 +25,7 @@ from fragbench.columns import MONEY_PRECISION, MONEY_SCALE, MONEY_TYPE
 from fragbench.errors import PluginError, SeriesError, first_line
 from fragbench.files import Plan, write_atomically, write_synced
 from fragbench.interfaces import MeasureInput
+from fragbench.memory import release_freed_memory
 from fragbench.series.answers import parse_answer
 from fragbench.series.journal import (
     CHAIN_FIELDS,
@@ -195,8 +196,8 @@ def series_state(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def calls_table(plan: dict[str, Any], info: dict[str, Any],
-                records: list[dict[str, Any]], facts: pl.DataFrame | None = None
-                ) -> pl.DataFrame:
+                records: list[dict[str, Any]], facts: pl.DataFrame | None = None,
+                consume: bool = False) -> pl.DataFrame:
     """One row per planned call, sent or not, from the plan and the journal.
 
     `supplied_texts` comes from the plan where it lists them (a span chunker's plan); a plan
@@ -208,7 +209,12 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
     `http_status` show it, so that what was paid for can be read. Every string is made valid
     Unicode (`fragbench.series.journal.valid_text`: an old or hand-written journal, or an answer
     whose JSON escapes a lone surrogate, never breaks the table), and a token count a
-    64-bit column cannot hold (a hostile server's) is null, its raw body keeping it."""
+    64-bit column cannot hold (a hostile server's) is null, its raw body keeping it.
+
+    `consume`: each body a row takes (BODY_FIELDS of the call's `received` and `outcome`
+    records) is removed from its record as the row is made, so that a body is held by the
+    records or by the rows of the frame being built, never by both for every call at once
+    (`derive_tables`, which drops the rest with `drop_bodies`)."""
     by_type: dict[str, dict[str, dict[str, Any]]] = {
         t: {} for t in ("reserve", "received", "outcome", "stop")}
     for r in records:  # the last record of a kind for a call wins, as it always has
@@ -222,12 +228,25 @@ def calls_table(plan: dict[str, Any], info: dict[str, Any],
     # Python work only for the calls the journal names (sent, or where the series stopped):
     # a planned call never sent is a row of the plan's columns and nulls, whatever the plan's
     # size, so the table's cost follows the calls sent.
-    rows = (_recorded_row(cid, outcomes.get(cid), reserves.get(cid), received.get(cid, {}),
-                          stops.get(cid, {})) for cid in touched)
+    def rows() -> Iterator[dict[str, Any]]:
+        for cid in touched:
+            outcome, arrived = outcomes.get(cid), received.get(cid, {})
+            yield _recorded_row(cid, outcome, reserves.get(cid), arrived, stops.get(cid, {}))
+            if consume:
+                for record in (outcome or {}, arrived):
+                    for field in BODY_FIELDS:
+                        record.pop(field, None)
+
     schema = {"call_id": pl.String, **{k: CALLS_SCHEMA[k][0] for k in RECORDED_COLUMNS}}
     # A frame per ROWS_AT_ONCE rows: Python's dicts for every call at once, and Polars' copy of
     # them, were the derivation's peak (some 370 MiB at 10,000 calls).
-    parts = [pl.DataFrame(part, schema=schema) for part in _batched(rows, ROWS_AT_ONCE)]
+    parts = []
+    for part in _batched(rows(), ROWS_AT_ONCE):
+        parts.append(pl.DataFrame(part, schema=schema))
+        if consume and len(parts) % TRIM_EVERY == 0:
+            # The bodies consumed so far are free in the C heap, which Polars' allocator does
+            # not draw on: handed back, the frame's next parts can use those pages.
+            release_freed_memory()
     planned_frame = _planned_frame(plan["schedule"])
     table = (planned_frame.with_columns(_in_plan_order(planned_frame, parts, schema))
              .with_columns(pl.col("status").fill_null("not_sent"),
@@ -259,6 +278,9 @@ def _in_plan_order(planned: pl.DataFrame, parts: list[pl.DataFrame],
 
 ROWS_AT_ONCE = 2_000
 """How many calls' journal rows `calls_table` turns into a frame at a time."""
+TRIM_EVERY = 5
+"""Frames of ROWS_AT_ONCE rows between two `release_freed_memory` while `calls_table` consumes
+the bodies (each about a tenth of a second at 100,000 calls)."""
 
 
 def _batched(items: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -591,8 +613,9 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = (),
     info = read_json(series_dir / "series.json")
     facts = read_table(series_dir, "facts", "facts.parquet")
     retrieval = read_table(series_dir, "retrieval", "retrieval.parquet")
-    calls = calls_table(plan, info, records, facts)
+    calls = calls_table(plan, info, records, facts, consume=True)
     drop_bodies(records)
+    release_freed_memory()  # the bodies' strings, now held by the frame alone
     tables, manifest = _all_measured(plan, facts, retrieval, calls, f"{series_dir}/plan.json",
                                      extra_diagnostics)
     # The state first: small, and what a person looks for when a full disk refuses the rest.
