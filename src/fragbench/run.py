@@ -76,6 +76,7 @@ from fragbench.experiment.plan import PlannedCall, call_reservation, plan_path, 
 from fragbench.experiment.requests import request_text
 from fragbench.files import FILE_NAME_RULE, file_name_problem, fsync_dir, make_dirs, now
 from fragbench.interfaces import Backend, Session
+from fragbench.memory import release_freed_memory
 from fragbench.plugins import registry
 from fragbench.redact import Redactor, secrets_in_env
 from fragbench.report.html import REPORT_DATA, REPORT_HTML
@@ -385,6 +386,7 @@ def run(
             # table) is let go before the tables are derived from the series' own files: at
             # 100,000 calls it is gigabytes the derivation would otherwise hold beside its own.
             del experiment, calls, retrieval_table, reservations
+            release_freed_memory()  # their pages, back to the system (fragbench.memory)
             result = _derive_series(series_dir, frozen, backend, plugin, planned, stop,
                                     ledger is not None, say)
             return result
