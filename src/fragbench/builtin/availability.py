@@ -217,7 +217,11 @@ class Availability:
         table = split_supplied(pl.concat([selected, full.select(selected.columns)]), data.facts)
         tables = {"availability": table.select(list(AVAILABILITY_SCHEMA))}
         if data.calls is not None:
-            calls = split_supplied(_call_whole_ids(data.calls, data.facts).select(
+            # The columns it reads first: the joins below copy every column they are given
+            # (the answers and bodies too, gigabytes at 100,000 calls).
+            read = [c for c in ("call_id", "case", "lang", "variant", "mode", "rep", "status",
+                                "supplied_ids", "supplied_texts") if c in data.calls.columns]
+            calls = split_supplied(_call_whole_ids(data.calls.select(read), data.facts).select(
                 "call_id", "case", "lang", "variant", "mode", "rep", "status", "supplied_ids",
                 "whole_ids"), data.facts)
             tables["call_availability"] = calls.select(list(CALL_AVAILABILITY_SCHEMA))

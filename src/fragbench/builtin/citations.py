@@ -43,6 +43,9 @@ FOLDS = (
     ("[‐‑‒–—―−]", "-"),
     (r"\s+", " "),
 )
+READ_COLUMNS = ("call_id", "case", "lang", "variant", "mode", "rep", "parsed",
+                "supplied_ids", "supplied_texts", "citations")
+"""The calls' columns `citations` reads."""
 BATCH_CALLS = 5_000
 """Calls whose citations are classified together (`Citations.compute`)."""
 FOLDED_LEVEL = ("NFC; whitespace runs (non-breaking spaces included) to one space; ’ ‘ ‛ ′ to '; "
@@ -173,7 +176,9 @@ class Citations:
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:
             return {}
-        calls = data.calls
+        # The columns it reads, first: a filter or a join copies every column it is given
+        # (the answers and bodies too, gigabytes at 100,000 calls).
+        calls = data.calls.select(c for c in READ_COLUMNS if c in data.calls.columns)
         # A citation's reasons depend on its own call only (every join below is on the call,
         # or on its case for the facts), so the calls are classified a batch at a time and
         # the batches joined in order: the same table, with what the joins hold at once

@@ -612,10 +612,11 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = (),
         records = journal_records(series_dir, plan)
     info = read_json(series_dir / "series.json")
     facts = read_table(series_dir, "facts", "facts.parquet")
-    retrieval = read_table(series_dir, "retrieval", "retrieval.parquet")
     calls = calls_table(plan, info, records, facts, consume=True)
     drop_bodies(records)
     release_freed_memory()  # the bodies' strings, now held by the frame alone
+    # Read once the bodies are let go, not beside them: only the measures need it.
+    retrieval = read_table(series_dir, "retrieval", "retrieval.parquet")
     tables, manifest = _all_measured(plan, facts, retrieval, calls, f"{series_dir}/plan.json",
                                      extra_diagnostics)
     # The state first: small, and what a person looks for when a full disk refuses the rest.
