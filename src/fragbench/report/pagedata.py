@@ -78,13 +78,31 @@ _ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
             "\u2029": "\\u2029"}
 
 
+def compact_json(data: Any) -> str:
+    """`data` as compact JSON text, non-ASCII characters as they are: orjson's, which writes the
+    same text as `json.dumps(data, ensure_ascii=False, separators=(",", ":"))` for strings,
+    integers, booleans, null, lists and objects with string keys (the page data is only these)
+    three to four times as fast (a data file of 100 calls: 6 ms against 2 ms; a report at
+    100,000 calls writes a thousand, and the string literal of each again: `script`). A float
+    may be written in another but equal form (1e16 for 1e+16), and orjson writes NaN and the
+    infinities as null (JSON has none, and JSON.parse would refuse a page holding `NaN`). What
+    orjson refuses (an integer beyond 64 bits, a key that is not a string, a lone surrogate) is
+    written by the standard library as before."""
+    import orjson
+
+    try:
+        return orjson.dumps(data).decode()
+    except TypeError:  # orjson.JSONEncodeError is one
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
 def island(data: Any) -> str:
     """`data` as the text of a `<script type="application/json">` element: JSON whose `<`, `>`
     and `&` are `\\u` escapes, so that no value can end the element (`</script`) or open a
     comment (`<!--`), and whose U+2028/U+2029 are escaped too (a reader pasting it into a JS
     string must not meet a line break). The browser reads the element's text as it is (no
     entity is decoded in a script element), and JSON.parse gives the values back exactly."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = compact_json(data)
     for char, escape in _ESCAPES.items():  # five passes in C: far quicker than one re.sub
         text = text.replace(char, escape)
     return text
@@ -94,7 +112,7 @@ def script(name: str, data: Any) -> bytes:
     """A data file's bytes: one call of `fragbenchData` with the file's name and its data as a
     string literal of escaped JSON (`island`), which json.dumps writes (`"` and `\\` escaped;
     `island` left no `<`, `>`, `&` or line separator to escape)."""
-    literal = json.dumps(island(data), ensure_ascii=False)
+    literal = compact_json(island(data))  # a JSON string: `"` and `\\` escaped
     return f"fragbenchData({json.dumps(name)},{literal});\n".encode()
 
 
