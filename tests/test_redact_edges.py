@@ -412,6 +412,11 @@ _PIECES = st.sampled_from([
     "\u200b", "\u00ad", "\u0130", "é", "ب",
     *(form for form, _, _ in REDACTOR._base64[:6]),  # the needles themselves
     "word", "0123456789", "\t", '"',
+    # escapes, of the needles' characters too (`\\u0073k-` is `sk-` decoded): the quick path
+    # then looks at the decoded view
+    "\\", "%", "\\u0073", "\\u0053K-", "%73k%2D", "\\\\u0073", "\\n", '\\"', "\\u200b", "%E2%80%8B",
+    "".join(f"\\u{ord(c):04x}" for c in KEY[:MIN_SECRET]),
+    "".join(f"%{ord(c):02X}" for c in OPAQUE[-MIN_SECRET:]),
 ])
 
 
@@ -430,7 +435,7 @@ VIEWED = _Viewed(SECRETS)
 def test_the_quick_path_finds_what_the_views_find(parts: list[str]) -> None:
     """`Redactor._nothing_in` skips the views only where they would find nothing: on texts
     made of secrets' ends, base64 forms, shapes' starts and invisible characters run together
-    (any escape-free text), the quick path and the views redact alike."""
+    (escaped or not), the quick path and the views redact alike."""
     text = "".join(parts)
     assert REDACTOR.text(text) == VIEWED.text(text)
     assert Redactor().text(text) == _Viewed().text(text)  # no secrets: shapes alone

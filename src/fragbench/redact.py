@@ -154,6 +154,13 @@ class _Decoded(dict[str, str]):
         return char
 
 
+def _decode(text: str, decoded: _Decoded) -> str:
+    """`text` with each escape replaced by the character it stands for (`decoded`)."""
+    parts = _ESCAPE.split(text)
+    parts[1::2] = map(decoded.__getitem__, parts[1::2])
+    return "".join(parts)
+
+
 def _lower(text: str) -> str:
     """Lower case, one character for one (U+0130 is the only one whose lower case is two)."""
     if not text.isascii() and "\u0130" in text:
@@ -240,12 +247,7 @@ class _View:
 
     def _views(self, piece: str) -> tuple[str, str, str]:
         """(decoded view, in lower case, skeleton) of a piece cut where no escape straddles."""
-        if "\\" in piece or "%" in piece:
-            parts = _ESCAPE.split(piece)
-            parts[1::2] = map(self._decoded.__getitem__, parts[1::2])
-            decoded = "".join(parts)
-        else:
-            decoded = piece
+        decoded = _decode(piece, self._decoded) if "\\" in piece or "%" in piece else piece
         lowered = _lower(decoded)
         return decoded, lowered, _visible(lowered)
 
@@ -412,7 +414,11 @@ class Redactor:
         """The text's spans to redact, in order, merged where they meet."""
         if len(text) < MIN_SECRET:  # the skeleton is never longer than the text
             return []
-        if "\\" not in text and "%" not in text and self._nothing_in(text):
+        # The quick path, on the decoded view (the text itself where it holds no escape):
+        # escapes decode where they are, so the whole text's view is the one `_View` builds
+        # chunk by chunk, and nothing found in it means nothing to map back.
+        escaped = "\\" in text or "%" in text
+        if self._nothing_in(_decode(text, _Decoded()) if escaped else text):
             return []
         view = _View(text)
         spans = [view.span(a, b, skeleton=True) for a, b in self._in_skeleton(view.skeleton)]
@@ -427,9 +433,10 @@ class Redactor:
         return merged
 
     def _nothing_in(self, text: str) -> bool:
-        """Whether `text`, which holds no escape (so its decoded view is itself), has none of
-        the needles every match starts from: a shape's start in its lower case, a secret's
-        first or last MIN_SECRET characters or a base64 form in its skeleton. Then `_spans`
+        """Whether `text`, a value's decoded view (the value itself where it holds no
+        escape), has none of the needles every match starts from: a shape's start in its lower
+        case, a secret's first or last MIN_SECRET characters or a base64 form in its skeleton.
+        Then `_spans`
         would find nothing, and the views' mapping back to the text is not built (a report
         redacts every value it shows: most are sentences, IDs and numbers). Exact: the same
         lower case and skeleton `_View` builds, whole instead of chunk by chunk (both are
