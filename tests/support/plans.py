@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "bc51ae70238ff6da9e7df1b8934a2185f9832968e9332c4a0b225b4e75157e0e"
+PROTOCOL_PLAN_SHA256 = "14abf789a753ae35da63f2d7fa7d4356fa5684431e15e73c007e78190fed6fcc"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

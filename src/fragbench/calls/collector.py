@@ -567,6 +567,9 @@ class _Collection:
         """Every stop reason met so far; the series records the first by seq (`_first`)."""
         self.models: dict[int, str | None] = {}
         """The model of every reply, by seq: the one of the lowest seq is "the first"."""
+        self.lowest: int | None = None
+        """The lowest seq in `models`, kept as replies come (a `min` over them at every reply
+        cost a time that grew with the calls answered: 100 s over a 100,000-call series)."""
         self.told = False
         self.ledger_lost: BaseException | None = None
         """Why the budget's ledger cannot be written, once it cannot: from then on outcomes go
@@ -1092,6 +1095,7 @@ class _Collection:
         self.progress(call, reply.status)
 
         self.models[call.seq] = reply.model
+        self.lowest = call.seq if self.lowest is None else min(self.lowest, call.seq)
         if reply.status not in ANSWERED:
             return Stop("technical_failure", f"the response has status {reply.status!r}"
                         + (f" ({reply.error})" if reply.error else ""), call.id, call.seq)
@@ -1110,7 +1114,7 @@ class _Collection:
         changed ones (the lowest of them is noted; only the lowest stop is recorded)."""
         contract = self.backend.contract
         expected = contract.model if contract is not None else None
-        lowest = min(self.models)
+        lowest = call.seq if self.lowest is None else self.lowest  # set before the call
         if lowest == call.seq:
             if expected is not None and (
                     model is None or not model_matches(expected, model, self.snapshot)):
