@@ -59,6 +59,7 @@ def timed(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tupl
                             text=True, env=env)
     assert proc.stderr is not None
     err = proc.stderr.read()
+    proc.stderr.close()
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:

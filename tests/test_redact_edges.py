@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fragbench import redact
 from fragbench.redact import MARK, MIN_SECRET, Redactor
 
 pytestmark = pytest.mark.slow
@@ -439,3 +440,9 @@ def test_the_quick_path_finds_what_the_views_find(parts: list[str]) -> None:
     text = "".join(parts)
     assert REDACTOR.text(text) == VIEWED.text(text)
     assert Redactor().text(text) == _Viewed().text(text)  # no secrets: shapes alone
+    # And with chunks of a few characters, so that the views are built across many cuts.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(redact, "CHUNK", 16)
+        patch.setattr(redact, "PIECE", 4)
+        assert REDACTOR.text(text) == VIEWED.text(text)
+        assert Redactor().text(text) == _Viewed().text(text)

@@ -14,7 +14,6 @@ A leaf: it imports nothing of fragbench.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import sys
 from collections.abc import Callable
@@ -25,9 +24,9 @@ def _trim() -> Callable[[int], int] | None:
     """glibc's `malloc_trim`, or None where the C library has none (macOS, musl)."""
     if not sys.platform.startswith("linux"):
         return None
-    name = ctypes.util.find_library("c") or "libc.so.6"
+    # glibc's own name first: `find_library` would start `ldconfig` in a large process.
     try:
-        trim = ctypes.CDLL(name).malloc_trim
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
         return None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int

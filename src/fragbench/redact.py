@@ -161,6 +161,13 @@ def _decode(text: str, decoded: _Decoded) -> str:
     return "".join(parts)
 
 
+def _decoded_view(text: str) -> str:
+    """`text`'s decoded view, as `_View` builds it: chunk by chunk, so that what decoding holds
+    at once (the pieces between escapes) is bounded by a chunk, not by the text."""
+    decoded = _Decoded()
+    return "".join(_decode(text[a:b], decoded) for a, b in _chunks(text, 0, len(text), CHUNK))
+
+
 def _lower(text: str) -> str:
     """Lower case, one character for one (U+0130 is the only one whose lower case is two)."""
     if not text.isascii() and "\u0130" in text:
@@ -418,7 +425,7 @@ class Redactor:
         # escapes decode where they are, so the whole text's view is the one `_View` builds
         # chunk by chunk, and nothing found in it means nothing to map back.
         escaped = "\\" in text or "%" in text
-        if self._nothing_in(_decode(text, _Decoded()) if escaped else text):
+        if self._nothing_in(_decoded_view(text) if escaped else text):
             return []
         view = _View(text)
         spans = [view.span(a, b, skeleton=True) for a, b in self._in_skeleton(view.skeleton)]

@@ -185,12 +185,11 @@ def test_the_cycle_collector_is_paused_only_within_the_block() -> None:
 
 
 def test_freed_memory_is_handed_back_where_the_c_library_can() -> None:
-    import ctypes.util
+    import platform
     import sys
 
     from fragbench.memory import release_freed_memory
 
     # glibc (this suite's Linux machines) has malloc_trim; elsewhere it is a no-op that says so.
-    glibc = sys.platform.startswith("linux") and "musl" not in (ctypes.util.find_library("c")
-                                                                or "")
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert release_freed_memory() is glibc
