@@ -19,7 +19,10 @@ Why a virtual environment of its own (made under --venv on first use, inspect-ai
 added to the project's `bench` group, inspect-ai pulls botocore, whose pins move
 python-dateutil and fsspec back for every environment the lock file makes (uv resolves one
 set of versions for all groups), so the benchmark installs it beside fragbench instead of
-into it. Target (issue 26): fragbench from import to report no slower than inspect's eval.
+into it. inspect_ai counts each sample's tokens with tiktoken's `o200k_base`, which tiktoken
+downloads on first use: on a machine without internet, give TIKTOKEN_CACHE_DIR a folder holding
+its cached copy, or the eval fails (its log says so; this benchmark reads the log and stops).
+Target (issue 26): fragbench from import to report no slower than inspect's eval.
 """
 
 from __future__ import annotations
@@ -92,6 +95,28 @@ def write_samples(root: Path, answers: dict[str, str]) -> int:
     return len(calls)
 
 
+CHECK_LOG = """
+import pathlib, sys
+from inspect_ai.log import read_eval_log
+log = read_eval_log(str(next(pathlib.Path(sys.argv[1]).iterdir())), header_only=True)
+done = log.results.completed_samples if log.results else 0
+print(log.status, done, str(log.error.message if log.error else "")[:300].replace(chr(10), " "))
+"""
+
+
+def _check_log(inspect: Path, logs: Path, samples: int) -> None:
+    """`inspect eval` exits 0 when its task failed: its log says whether every sample ran."""
+    line = subprocess.run([str(inspect.parent / "python"), "-c", CHECK_LOG, str(logs)],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    status, done, *why = line.split(" ", 2)
+    if status != "success" or int(done) != samples:
+        raise SystemExit(
+            f"inspect eval did not run the {samples:,} samples (log status {status}, {done} "
+            f"completed): {' '.join(why)}. inspect_ai counts tokens with tiktoken's o200k_base, "
+            "which it downloads on first use: offline, put o200k_base.tiktoken's cached copy "
+            "in a folder named by TIKTOKEN_CACHE_DIR.")
+
+
 def one_size(calls: int, root: Path, inspect: Path) -> dict[str, tuple[float, int]]:
     from support.hotpotqa_data import generate, write
 
@@ -114,6 +139,7 @@ def one_size(calls: int, root: Path, inspect: Path) -> dict[str, tuple[float, in
     env = {**os.environ, "INSPECT_LOG_DIR": str(root / "logs"), "NO_COLOR": "1"}
     out["inspect"] = timed([str(inspect), "eval", "task.py", "--model", "mockllm/model",
                             "--log-dir", str(root / "logs"), "--display", "none"], root, env)
+    _check_log(inspect, root / "logs", samples)
     print(f"  {calls:>7,} calls  inspect eval ({samples:,} samples) {out['inspect'][0]:8.1f} s"
           f"  {out['inspect'][1] / 2**20:7.0f} MiB", flush=True)
     return out
