@@ -73,7 +73,7 @@ from fragbench.errors import (
 )
 from fragbench.experiment.config import Experiment, load_experiment
 from fragbench.experiment.plan import PlannedCall, call_reservation, plan_path, verify
-from fragbench.experiment.requests import request_text
+from fragbench.experiment.requests import request_texts
 from fragbench.files import FILE_NAME_RULE, file_name_problem, fsync_dir, make_dirs, now
 from fragbench.interfaces import Backend, Session
 from fragbench.memory import release_freed_memory
@@ -332,7 +332,10 @@ def run(
     say(f"verifying the frozen plan {plan_path(experiment)}")
     frozen, calls, retrieval_table = verify(experiment)
 
-    reservations = {c.seq: call_reservation(c, backend_cfg, experiment) for c in calls}
+    texts = request_texts([c.request for c in calls])
+    reservations = {c.seq: call_reservation(c, backend_cfg, experiment, t)
+                    for c, t in zip(calls, texts, strict=True)}
+    del texts
     total = sum(reservations.values(), Decimal(0))
     problem = pacing_problem(calls, input_bounds(calls, experiment), backend_cfg)
     if problem is not None:
@@ -571,8 +574,9 @@ def _derive_series(series_dir: Path, plan: dict[str, Any], backend: str, plugin:
 
 def input_bounds(calls: list[PlannedCall], experiment: Experiment) -> dict[int, int]:
     """Seq -> the most input tokens a call can report: its UTF-8 bytes plus the framing."""
-    return {c.seq: len(request_text(c.request).encode("utf-8"))
-            + experiment.budget.framing_tokens for c in calls}
+    texts = request_texts([c.request for c in calls])
+    return {c.seq: len(text.encode("utf-8")) + experiment.budget.framing_tokens
+            for c, text in zip(calls, texts, strict=True)}
 
 
 def citation_counts(tables: dict[str, pl.DataFrame]) -> dict[str, int] | None:

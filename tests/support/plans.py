@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "35916800b4d05534bfa5c50e965d3d8c5c88e6817b80cfa876a9973aed72e188"
+PROTOCOL_PLAN_SHA256 = "6f5ab171a1f15f9c872326e9088728ae4ad1b57db244bb3f35816d956bf51c52"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

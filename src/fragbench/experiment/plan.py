@@ -32,7 +32,13 @@ from fragbench.budget.money import reservation, usd
 from fragbench.corpus.cases import sentences_frame
 from fragbench.errors import PlanMismatch
 from fragbench.experiment.config import BackendConfig, Experiment
-from fragbench.experiment.requests import build_request, request_sha256, request_text
+from fragbench.experiment.requests import (
+    build_request,
+    request_sha256,
+    request_sha256s,
+    request_text,
+    request_texts,
+)
 from fragbench.files import Plan, write_text_atomically
 from fragbench.interfaces import Request
 from fragbench.plugins import code_sha256, core_identity, describe, registry
@@ -107,11 +113,14 @@ def schedule(experiment: Experiment, retrieval_table: Any) -> list[PlannedCall]:
     return calls
 
 
-def call_reservation(call: PlannedCall, backend: BackendConfig, experiment: Experiment) -> Decimal:
-    """What the call reserves from the budget under `backend`: zero for an unpriced backend."""
+def call_reservation(call: PlannedCall, backend: BackendConfig, experiment: Experiment,
+                     text: str | None = None) -> Decimal:
+    """What the call reserves from the budget under `backend`: zero for an unpriced backend.
+    `text`: the call's `request_text`, when the caller has it."""
     if backend.pricing is None or backend.contract is None:
         return Decimal(0)
-    return reservation(len(request_text(call.request).encode("utf-8")), backend.pricing,
+    text = request_text(call.request) if text is None else text
+    return reservation(len(text.encode("utf-8")), backend.pricing,
                        backend.contract.output_ceiling, experiment.budget.framing_tokens)
 
 
@@ -145,11 +154,14 @@ def _backend_doc(b: BackendConfig) -> dict[str, Any]:
     return doc
 
 
-def schedule_entry(call: PlannedCall, reserved: Decimal, spans: bool) -> dict[str, Any]:
+def schedule_entry(call: PlannedCall, reserved: Decimal, spans: bool,
+                   text: str | None = None, sha256: str | None = None) -> dict[str, Any]:
     """One call of the plan's schedule. Under a span chunker (`spans`) the entry also lists the
     text shown for each supplied ID (`supplied_texts`: a cut fact's fragment), so that the
     measures check citations against what was given; a sentence chunker's entry leaves it out
-    (each ID was shown its whole sentence), so its plan is what it was before spans existed."""
+    (each ID was shown its whole sentence), so its plan is what it was before spans existed.
+    `text` and `sha256`: the call's `request_text` and `request_sha256`, when the caller has
+    them."""
     entry: dict[str, Any] = {
         "seq": call.seq, "id": call.id, "case": call.case, "lang": call.lang,
         "variant": call.variant, "mode": call.mode, "rep": call.rep,
@@ -157,8 +169,9 @@ def schedule_entry(call: PlannedCall, reserved: Decimal, spans: bool) -> dict[st
     if spans:
         entry["supplied_texts"] = [text for _, text in call.request.supplied]
     entry.update({
-        "request_sha256": request_sha256(call.request),
-        "request_bytes": len(request_text(call.request).encode("utf-8")),
+        "request_sha256": request_sha256(call.request) if sha256 is None else sha256,
+        "request_bytes": len((request_text(call.request) if text is None else text)
+                             .encode("utf-8")),
         "reserved_usd": usd(reserved)})
     return entry
 
@@ -171,7 +184,10 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
     base = experiment.dir
     calls = calls if calls is not None else schedule(experiment, main_retrieval(experiment))
     default = experiment.backends[experiment.default_backend]
-    reserved = [call_reservation(c, default, experiment) for c in calls]
+    texts = request_texts([c.request for c in calls])
+    hashes = request_sha256s([c.request for c in calls])
+    reserved = [call_reservation(c, default, experiment, t) for c, t in zip(calls, texts,
+                                                                             strict=True)]
     budget = experiment.budget
     available = budget.ceiling_usd - budget.prior_spend_usd
     used_plugins = [("chunker", experiment.chunker), ("scorer", experiment.scorer)]
@@ -242,7 +258,8 @@ def build_plan(experiment: Experiment, calls: list[PlannedCall] | None = None) -
             "total_reservation_usd": usd(sum(reserved, Decimal(0))),
             "fits": sum(reserved, Decimal(0)) <= available,
         },
-        "schedule": [schedule_entry(c, r, spans) for c, r in zip(calls, reserved, strict=True)],
+        "schedule": [schedule_entry(c, r, spans, t, h)
+                     for c, r, t, h in zip(calls, reserved, texts, hashes, strict=True)],
     }
 
 
@@ -507,7 +524,9 @@ def review(experiment: Experiment, backend: str | None) -> tuple[dict[str, Any],
     cfg = experiment.backends[name]
     calls = schedule(experiment, main_retrieval(experiment))
     doc = build_plan(experiment, calls)
-    reserved = [call_reservation(c, cfg, experiment) for c in calls]
+    texts = request_texts([c.request for c in calls])
+    reserved = [call_reservation(c, cfg, experiment, t) for c, t in zip(calls, texts,
+                                                                         strict=True)]
     total = sum(reserved, Decimal(0))
     budget_info = ledger_info = None
     if cfg.pricing is not None:

@@ -65,3 +65,39 @@ def request_sha256(request: Request) -> str:
             }
         ).encode("utf-8")
     ).hexdigest()
+
+
+def request_texts(requests: Sequence[Request]) -> list[str]:
+    """`request_text` of each request, each distinct schema object's canonical JSON written
+    once (a plan's calls share their experiment's schema: at 100,000 calls its JSON, written
+    again for every call, was about a second each time the texts were needed). Exact: the
+    requests, and so their schemas, are alive for the whole loop, so no two schemas share an
+    id, and nothing runs between two of them that could change one."""
+    memo: dict[int, str] = {}
+    out = []
+    for r in requests:
+        schema = memo.get(id(r.schema))
+        if schema is None:
+            schema = memo[id(r.schema)] = canonical_json(r.schema)
+        out.append(r.instructions + r.input + r.schema_name + schema)
+    return out
+
+
+def request_sha256s(requests: Sequence[Request]) -> list[str]:
+    """`request_sha256` of each request, written as `canonical_json` writes its object (keys
+    in sorted order: input, instructions, schema, schema_name), each distinct schema object's
+    JSON once and each distinct instructions once (as `request_texts`)."""
+    schemas: dict[int, str] = {}
+    words: dict[str, str] = {}
+    out = []
+    for r in requests:
+        schema = schemas.get(id(r.schema))
+        if schema is None:
+            schema = schemas[id(r.schema)] = canonical_json(r.schema)
+        instructions = words.get(r.instructions)
+        if instructions is None:
+            instructions = words[r.instructions] = canonical_json(r.instructions)
+        text = (f'{{"input":{canonical_json(r.input)},"instructions":{instructions},'
+                f'"schema":{schema},"schema_name":{canonical_json(r.schema_name)}}}')
+        out.append(hashlib.sha256(text.encode("utf-8")).hexdigest())
+    return out
