@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "6f5ab171a1f15f9c872326e9088728ae4ad1b57db244bb3f35816d956bf51c52"
+PROTOCOL_PLAN_SHA256 = "23cdf30d0171a9b869b734e6160255ee5e6c18f0ee93c2c640a3c05af91a59fd"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house
