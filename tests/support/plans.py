@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "23cdf30d0171a9b869b734e6160255ee5e6c18f0ee93c2c640a3c05af91a59fd"
+PROTOCOL_PLAN_SHA256 = "042b7f116fb3f26f784179793fc7f95c241de4002e282ba110141d9be23d9071"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

@@ -67,8 +67,8 @@ def request_sha256(request: Request) -> str:
     ).hexdigest()
 
 
-def request_texts(requests: Sequence[Request]) -> list[str]:
-    """`request_text` of each request, each distinct schema object's canonical JSON written
+def _schema_texts(requests: Sequence[Request]) -> list[str]:
+    """Each request's schema as `canonical_json` writes it, each distinct schema object written
     once (a plan's calls share their experiment's schema: at 100,000 calls its JSON, written
     again for every call, was about a second each time the texts were needed). Exact: the
     requests, and so their schemas, are alive for the whole loop, so no two schemas share an
@@ -79,21 +79,23 @@ def request_texts(requests: Sequence[Request]) -> list[str]:
         schema = memo.get(id(r.schema))
         if schema is None:
             schema = memo[id(r.schema)] = canonical_json(r.schema)
-        out.append(r.instructions + r.input + r.schema_name + schema)
+        out.append(schema)
     return out
+
+
+def request_texts(requests: Sequence[Request]) -> list[str]:
+    """`request_text` of each request (`_schema_texts`: each schema's JSON written once)."""
+    return [r.instructions + r.input + r.schema_name + schema
+            for r, schema in zip(requests, _schema_texts(requests), strict=True)]
 
 
 def request_sha256s(requests: Sequence[Request]) -> list[str]:
     """`request_sha256` of each request, written as `canonical_json` writes its object (keys
-    in sorted order: input, instructions, schema, schema_name), each distinct schema object's
-    JSON once and each distinct instructions once (as `request_texts`)."""
-    schemas: dict[int, str] = {}
+    in sorted order: input, instructions, schema, schema_name), each distinct schema's JSON
+    once (`_schema_texts`) and each distinct instructions once."""
     words: dict[str, str] = {}
     out = []
-    for r in requests:
-        schema = schemas.get(id(r.schema))
-        if schema is None:
-            schema = schemas[id(r.schema)] = canonical_json(r.schema)
+    for r, schema in zip(requests, _schema_texts(requests), strict=True):
         instructions = words.get(r.instructions)
         if instructions is None:
             instructions = words[r.instructions] = canonical_json(r.instructions)
