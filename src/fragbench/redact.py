@@ -443,11 +443,10 @@ class Redactor:
         """Whether `text`, a value's decoded view (the value itself where it holds no
         escape), has none of the needles every match starts from: a shape's start in its lower
         case, a secret's first or last MIN_SECRET characters or a base64 form in its skeleton.
-        Then `_spans`
-        would find nothing, and the views' mapping back to the text is not built (a report
-        redacts every value it shows: most are sentences, IDs and numbers). Exact: the same
-        lower case and skeleton `_View` builds, whole instead of chunk by chunk (both are
-        character by character), searched for the same needles."""
+        Then `_spans` would find nothing, and the views' mapping back to the text is not built
+        (a report redacts every value it shows: most are sentences, IDs and numbers). Exact:
+        the same lower case and skeleton `_View` builds, whole instead of chunk by chunk (both
+        are character by character), searched for the same needles."""
         lowered = _lower(text)
         if any(word in lowered for word in _SHAPE_STARTS):
             return False

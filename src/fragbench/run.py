@@ -335,9 +335,10 @@ def run(
     texts = request_texts([c.request for c in calls])
     reservations = {c.seq: call_reservation(c, backend_cfg, experiment, t)
                     for c, t in zip(calls, texts, strict=True)}
+    bounds = input_bounds(calls, experiment, texts)  # the request texts, made once
     del texts
     total = sum(reservations.values(), Decimal(0))
-    problem = pacing_problem(calls, input_bounds(calls, experiment), backend_cfg)
+    problem = pacing_problem(calls, bounds, backend_cfg)
     if problem is not None:
         raise ConfigError(f"{experiment.config_path}: {problem} (nothing was sent).")
     budget = experiment.budget if backend_cfg.pricing is not None else None
@@ -384,11 +385,12 @@ def run(
             planned = len(calls)
             stop = _collect_series(experiment, frozen.sha256, series, backend, series_dir,
                                    plugin, session, calls, retrieval_table, reservations,
-                                   ledger, redactor, say, notice, on_progress, interruption)
+                                   bounds, ledger, redactor, say, notice, on_progress,
+                                   interruption)
             # What collecting needed (the corpus, each planned call's request, the retrieval
             # table) is let go before the tables are derived from the series' own files: at
             # 100,000 calls it is gigabytes the derivation would otherwise hold beside its own.
-            del experiment, calls, retrieval_table, reservations
+            del experiment, calls, retrieval_table, reservations, bounds
             release_freed_memory()  # their pages, back to the system (fragbench.memory)
             result = _derive_series(series_dir, frozen, backend, plugin, planned, stop,
                                     ledger is not None, say)
@@ -428,7 +430,8 @@ def _route(session: Session, redactor: Redactor) -> tuple[str | None, str]:
 def _collect_series(experiment: Experiment, plan_hash: str, series: str, backend: str,
                     series_dir: Path, plugin: Backend, session: Session,
                     calls: list[PlannedCall], retrieval_table: pl.DataFrame,
-                    reservations: dict[int, Decimal], ledger: Ledger | None,
+                    reservations: dict[int, Decimal], bounds: dict[int, int],
+                    ledger: Ledger | None,
                     redactor: Redactor, say: Callable[[str], None],
                     notice: Callable[[str], None], on_progress: Callable[[Progress], None],
                     interruption: Interruption) -> Stop | None:
@@ -502,7 +505,7 @@ def _collect_series(experiment: Experiment, plan_hash: str, series: str, backend
                 f"{'unpriced' if is_model else 'a non-model baseline'}), endpoint "
                 f"{endpoint}{route}; nothing is billed")
         stop = collect(calls, reservations, session, backend_cfg, journal, book,
-                       on_progress, input_bounds(calls, experiment), interruption, notice)
+                       on_progress, bounds, interruption, notice)
     except OSError as exc:  # before the first call (the collector handles its own)
         raise SeriesError(f"{series_dir}: cannot be written ({exc.strerror}); free space or "
                           "choose a writable --out, then run again: nothing was sent, and the "
@@ -572,9 +575,11 @@ def _derive_series(series_dir: Path, plan: dict[str, Any], backend: str, plugin:
     )
 
 
-def input_bounds(calls: list[PlannedCall], experiment: Experiment) -> dict[int, int]:
-    """Seq -> the most input tokens a call can report: its UTF-8 bytes plus the framing."""
-    texts = request_texts([c.request for c in calls])
+def input_bounds(calls: list[PlannedCall], experiment: Experiment,
+                 texts: list[str] | None = None) -> dict[int, int]:
+    """Seq -> the most input tokens a call can report: its UTF-8 bytes plus the framing.
+    `texts`: the calls' `request_texts`, when the caller has them."""
+    texts = request_texts([c.request for c in calls]) if texts is None else texts
     return {c.seq: len(text.encode("utf-8")) + experiment.budget.framing_tokens
             for c, text in zip(calls, texts, strict=True)}
 

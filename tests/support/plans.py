@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "042b7f116fb3f26f784179793fc7f95c241de4002e282ba110141d9be23d9071"
+PROTOCOL_PLAN_SHA256 = "52d1c3d536d8c3871ef4d30dd5d001fe8e2a51dea12ce0d882226a4d44a90543"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house
