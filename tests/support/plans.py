@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "52d1c3d536d8c3871ef4d30dd5d001fe8e2a51dea12ce0d882226a4d44a90543"
+PROTOCOL_PLAN_SHA256 = "a11b830afde7f53ca170531a7b43cd94b77a22c05b14166cdc5f3993c1094e7a"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

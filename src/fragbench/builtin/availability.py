@@ -75,6 +75,14 @@ TABLES = {
 column's type as `Measure.tables` declares it; the meanings are in the *_SCHEMA dicts."""
 
 
+READS = {"calls": ("call_id", "case", "lang", "variant", "mode", "rep", "status",
+                   "supplied_ids", "supplied_texts"),
+         "retrieval": (*PASSAGE, "chunk_size", "top_k", "chunk", "fact_ids", "whole_fact_ids",
+                       "selected")}
+"""The columns `availability` reads (`reads`): given only these, so that the core holds
+neither the calls' bodies nor the chunks' text for it."""
+
+
 def split_supplied(frame: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
     """Add the SPLIT_SCHEMA columns to a frame with case, lang, supplied_ids and, optionally,
     whole_ids (the supplied IDs whose whole sentence was given; absent or null: all were)."""
@@ -188,6 +196,7 @@ class Availability:
     api_version = "1.0"
     kind = "primary"
     tables = TABLES
+    reads = READS
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         r = data.retrieval
@@ -217,11 +226,7 @@ class Availability:
         table = split_supplied(pl.concat([selected, full.select(selected.columns)]), data.facts)
         tables = {"availability": table.select(list(AVAILABILITY_SCHEMA))}
         if data.calls is not None:
-            # The columns it reads first: the joins below copy every column they are given
-            # (the answers and bodies too, gigabytes at 100,000 calls).
-            read = [c for c in ("call_id", "case", "lang", "variant", "mode", "rep", "status",
-                                "supplied_ids", "supplied_texts") if c in data.calls.columns]
-            calls = split_supplied(_call_whole_ids(data.calls.select(read), data.facts).select(
+            calls = split_supplied(_call_whole_ids(data.calls, data.facts).select(
                 "call_id", "case", "lang", "variant", "mode", "rep", "status", "supplied_ids",
                 "whole_ids"), data.facts)
             tables["call_availability"] = calls.select(list(CALL_AVAILABILITY_SCHEMA))

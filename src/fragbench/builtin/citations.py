@@ -46,6 +46,9 @@ FOLDS = (
 READ_COLUMNS = ("call_id", "case", "lang", "variant", "mode", "rep", "parsed",
                 "supplied_ids", "supplied_texts", "citations")
 """The calls' columns `citations` reads."""
+READS = {"calls": READ_COLUMNS}
+"""Its `reads`: given only these (a filter or a join copies every column it is given: the
+bodies would be gigabytes at 100,000 calls), and the core holds no body for it."""
 BATCH_CALLS = 5_000
 """Calls whose citations are classified together (`Citations.compute`)."""
 FOLDED_LEVEL = ("NFC; whitespace runs (non-breaking spaces included) to one space; ’ ‘ ‛ ′ to '; "
@@ -172,13 +175,12 @@ class Citations:
     api_version = "1.0"
     kind = "primary"
     tables = TABLES
+    reads = READS
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:
             return {}
-        # The columns it reads, first: a filter or a join copies every column it is given
-        # (the answers and bodies too, gigabytes at 100,000 calls).
-        calls = data.calls.select(c for c in READ_COLUMNS if c in data.calls.columns)
+        calls = data.calls
         # A citation's reasons depend on its own call only (every join below is on the call,
         # or on its case for the facts), so the calls are classified a batch at a time and
         # the batches joined in order: the same table, with what the joins hold at once

@@ -73,11 +73,18 @@ def _known_sum(column: str) -> pl.Expr:
     return pl.when(pl.col(column).is_not_null().any()).then(pl.col(column).sum()).alias(column)
 
 
+COMPLETENESS_READS = {"calls": (*CALL_COLUMNS, "status", "stop_reason", "stop_detail", "parsed",
+                                "refusal", "incomplete_reason", "error")}
+USAGE_READS = {"calls": (*CELL, "status", *TOKENS, "cost_usd", "counted_usd")}
+"""The calls' columns each measure reads (`reads`): the core holds no body for them."""
+
+
 class Completeness:
     name = "completeness"
     api_version = "1.0"
     kind = "primary"
     tables = COMPLETENESS_TABLES
+    reads = COMPLETENESS_READS
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:
@@ -97,6 +104,7 @@ class UsageMeasure:
     api_version = "1.0"
     kind = "primary"
     tables = USAGE_TABLES
+    reads = USAGE_READS
 
     def compute(self, data: MeasureInput) -> dict[str, pl.DataFrame]:
         if data.calls is None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from fragbench.budget.money import usd
-from fragbench.series.folder import read_table, tables_of
+from fragbench.series.folder import BODY_COLUMNS, read_table, table_columns, tables_of
 
 if TYPE_CHECKING:
     import polars as pl
@@ -159,9 +159,16 @@ def rows_said(shown: Shown) -> str:
 
 
 def load_tables(series_dir: Path) -> dict[str, pl.DataFrame]:
-    """Every table measures.json lists, by name (calls and each measure's)."""
-    return {name: read_table(series_dir, name, rel)
-            for name, rel in tables_of(series_dir, recorded=False)}
+    """Every table measures.json lists, by name (calls and each measure's); the calls table
+    without its bodies (`BODY_COLUMNS`: a gigabyte at 100,000 calls), which report.html's
+    cards read from calls.parquet a block of calls at a time."""
+    tables = {}
+    for name, rel in tables_of(series_dir, recorded=False):
+        columns = None
+        if name == "calls":
+            columns = [c for c in table_columns(series_dir, name, rel) if c not in BODY_COLUMNS]
+        tables[name] = read_table(series_dir, name, rel, columns)
+    return tables
 
 
 def with_case_groups(frame: pl.DataFrame, groups: pl.DataFrame | None

@@ -412,34 +412,80 @@ def _call_views(rows: list[dict[str, Any]], ids: list[str], cites_of: dict[str, 
 
 def _write_calls(folder: DataFolder, listed: pl.DataFrame, citations: pl.DataFrame | None,
                  ids: list[str], groups: dict[str, dict[str, str]], redact: Redact,
-                 questions: dict[tuple[str, str], str]) -> None:
+                 questions: dict[tuple[str, str], str], series_dir: Path) -> None:
     """The listed calls' data files into `folder`: `calls-NNNN` of SHARD_CALLS calls each, in
     plan order (`_call_views`), then `search-NNNN` of SEARCH_CALLS calls' search texts each.
     One file's calls at a time become Python records (only the columns a card reads), and
-    each file redacts through its own memo, so that memory follows a file, not the series."""
+    each file redacts through its own memo, so that memory follows a file, not the series;
+    the bodies, when `listed` lacks them, are read BODY_BLOCK calls at a time
+    (`_with_bodies`)."""
     import polars as pl
 
     cites = None
     if citations is not None and citations.height:
         at = listed.select("call_id", pl.int_range(pl.len()).alias("_at"))
         cites = citations.join(at, on="call_id").sort("_at", "citation")
-    shown = listed.select(*_SHOWN_COLUMNS)
     searched: list[str] = []
+    block = listed
     for number, start in enumerate(range(0, listed.height, pagedata.SHARD_CALLS), start=1):
         end = min(start + pagedata.SHARD_CALLS, listed.height)
+        if start % BODY_BLOCK == 0:  # the next block's columns, its bodies with them
+            block = _with_bodies(listed.slice(start, BODY_BLOCK), series_dir).select(
+                *_SHOWN_COLUMNS)
         cites_of: dict[str, list[dict[str, Any]]] = {}
         if cites is not None:
             lo, hi = (int(cites["_at"].search_sorted(start)),
                       int(cites["_at"].search_sorted(end)))
             for cite in cites.slice(lo, hi - lo).to_dicts():
                 cites_of.setdefault(cite["call_id"], []).append(cite)
-        data, texts = _call_views(shown.slice(start, end - start).to_dicts(), ids[start:end],
+        data, texts = _call_views(block.slice(start % BODY_BLOCK, end - start).to_dicts(),
+                                  ids[start:end],
                                   cites_of, groups, memoized(redact), questions)
         folder.add(pagedata.shard_name("calls", number), data)
         searched += texts
     size = pagedata.SEARCH_CALLS
     for number, start in enumerate(range(0, len(searched), size), start=1):
         folder.add(pagedata.shard_name("search", number), searched[start:start + size])
+
+
+BODY_BLOCK = 100 * pagedata.SHARD_CALLS
+"""Listed calls whose bodies are read from calls.parquet together (`_with_bodies`): some 100
+MiB of bodies at a time, the file read about once over (a smaller block reads more of it)."""
+FILE_ROW = "_file_row"
+"""The column `render` adds to a calls table without its bodies: each call's row in
+calls.parquet, where `_with_bodies` reads them."""
+
+
+def _with_bodies(part: pl.DataFrame, series_dir: Path) -> pl.DataFrame:
+    """`part` (listed calls, in their order) with the calls table's bodies (`BODY_COLUMNS`):
+    as it is when it holds them; else read from the series' calls.parquet at each call's
+    `FILE_ROW`, the rows from the first to the last of `part` at once. The file's call IDs
+    must be `part`'s: a calls.parquet rewritten since the table was read is refused."""
+    import polars as pl
+
+    from fragbench.errors import SeriesError
+    from fragbench.series.folder import BODY_COLUMNS, unreadable_table
+    from fragbench.tables import PARQUET_ERRORS
+
+    missing = [c for c in BODY_COLUMNS if c not in part.columns]
+    if not missing:
+        return part
+    if not part.height:
+        return part.with_columns(pl.lit(None, pl.String).alias(c) for c in missing)
+    rows = part.get_column(FILE_ROW)
+    first, last = int(rows.min()), int(rows.max())  # type: ignore[arg-type]
+    path = series_dir / "calls.parquet"
+    try:
+        read = (pl.scan_parquet(path).select("call_id", *missing)
+                .slice(first, last - first + 1).collect())
+    except PARQUET_ERRORS as exc:
+        raise unreadable_table(series_dir, "calls", "calls.parquet", exc) from None
+    if read.height == last - first + 1:
+        bodies = read.select(pl.all().gather(rows - first))
+        if bodies.get_column("call_id").equals(part.get_column("call_id")):
+            return part.hstack(bodies.drop("call_id"))
+    raise SeriesError(f"{path}: changed while the report was written (its calls are not "
+                      f"those read before); run `fragbench report {series_dir}` again.")
 
 
 _SHOWN_COLUMNS = ("call_id", "seq", "case", "lang", "variant", "mode", "rep", "status",
@@ -692,7 +738,7 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
 
     from fragbench.redact import Redactor
     from fragbench.report.data import limits, load_tables, measure_sections, repetitions_phrase
-    from fragbench.series.folder import FIGURES_DIR, read_json, read_plan
+    from fragbench.series.folder import BODY_COLUMNS, FIGURES_DIR, read_json, read_plan
     from fragbench.series.journal import JOURNAL_FILE, read_journal
 
     if redact is None:
@@ -710,13 +756,16 @@ def render(series_dir: Path, tables: dict[str, pl.DataFrame] | None = None,
     times = [r["at"] for r in records
              if r.get("type") in ("reserve", "outcome") and r.get("at")]
     keys, group_frame, skipped_groups = _groups(series_dir, tables)
-    listed, unlisted = listed_calls(calls)
+    # A calls table without its bodies (`load_tables`, `derive_tables`) says where each call
+    # is in calls.parquet, which the cards read them from (`_with_bodies`).
+    bodiless = any(c not in calls.columns for c in BODY_COLUMNS)
+    listed, unlisted = listed_calls(calls.with_row_index(FILE_ROW) if bodiless else calls)
     groups = _listed_groups(group_frame, keys, listed)
     data, ids = _call_index(listed, citations, group_frame, keys, memoized(redact))
     if folder is None:
         folder = pagedata.DataFolder(None)
     _write_calls(folder, listed, citations, ids, groups, redact,
-                 _questions(series_dir, listed))
+                 _questions(series_dir, listed), series_dir)
     data["files"] = {"dir": folder.name, "calls": pagedata.SHARD_CALLS,
                      "search": pagedata.SEARCH_CALLS}
     data["reasons"] = {r: [REASON_WORDS[r], REASON_HELP[r], REASON_SYMBOLS[r]]

@@ -38,7 +38,7 @@ from fragbench.series.journal import (
     spent,
     valid_unicode,
 )
-from fragbench.series.measure_tables import RECORDED_TABLES
+from fragbench.series.measure_tables import RECORDED_TABLES, held_columns
 from fragbench.tables import PARQUET_ERRORS, parquet_problem
 
 # Money columns are exact decimals, never floats: a float sum drifts (0.0030239999999999976
@@ -396,7 +396,12 @@ def _measured(measure: Any, data: MeasureInput) -> dict[str, pl.DataFrame]:
     output that breaks the contract, is a `MeasureFailed`: one line naming the measure and its
     distribution, the table, the column, the type found and the type promised."""
     from fragbench.plugins import describe
-    from fragbench.series.measure_tables import declaration_problem, output_problem
+    from fragbench.series.measure_tables import (
+        declaration_problem,
+        given_input,
+        output_problem,
+        read_hint,
+    )
 
     who = describe("measure", measure)
     problem = declaration_problem(measure)
@@ -407,10 +412,12 @@ def _measured(measure: Any, data: MeasureInput) -> dict[str, pl.DataFrame]:
         try:
             return getattr(measure, method)(*args)
         except Exception as exc:
-            raise MeasureFailed(f"{who} failed: {type(exc).__name__}: {first_line(exc)}") \
-                from exc
+            raise MeasureFailed(f"{who} failed: {type(exc).__name__}: {first_line(exc)}"
+                                f"{read_hint(measure, exc)}") from exc
 
-    tables = call("compute", data)
+    # Each measure is given only the columns it declares it reads (`reads`), whatever the
+    # others read or the core holds: a column it forgot fails here, on every series alike.
+    tables = call("compute", given_input(measure, data))
     problem = output_problem(measure, tables, call)
     if problem is not None:
         raise MeasureFailed(f"{who}: {problem[1]}")
@@ -447,17 +454,13 @@ def series_subfolder(series_dir: Path, name: str) -> Path:
     return folder
 
 
-def _all_measured(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataFrame,
-                  calls: pl.DataFrame, where: str, extra_diagnostics: tuple[str, ...] = ()
-                  ) -> tuple[dict[str, pl.DataFrame], list[dict[str, str]]]:
-    """Every table of every measure the plan names (and of `extra_diagnostics`), each checked
-    (`_measured`), with the manifest that lists them; nothing is written here, so a measure
-    refused leaves every file as it was."""
-    from fragbench.plugins import describe, registry
+def _plan_measures(plan: dict[str, Any], where: str, extra_diagnostics: tuple[str, ...] = ()
+                   ) -> list[tuple[str, Any]]:
+    """(name, measure) for every measure the plan names, then each of `extra_diagnostics` it
+    does not; a primary measure asked for as a diagnostic, or a measure of another kind, is
+    refused."""
+    from fragbench.plugins import registry
 
-    main = plan["parameters"]["retrieval"]
-    data = MeasureInput(facts=facts, retrieval=retrieval, calls=calls,
-                        main_setting=(main["chunk_size"], main["top_k"]))
     reg = registry()
     measures = [(name, reg.get("measure", name, where=where))
                 for name in plan["parameters"]["measures"]]
@@ -468,13 +471,28 @@ def _all_measured(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataF
                               "measures are pre-registered in the frozen plan.")
         if name not in dict(measures):
             measures.append((name, measure))
-    tables: dict[str, pl.DataFrame] = {"calls": calls}
-    manifest: list[dict[str, str]] = [{"table": "calls", "measure": "", "kind": "record",
-                                       "path": "calls.parquet"}]
     for name, measure in measures:
         if measure.kind not in ("primary", "diagnostic"):
             raise SeriesError(f"measure {name} declares kind {measure.kind!r}; a measure is "
                               "primary or diagnostic.")
+    return measures
+
+
+def _all_measured(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataFrame,
+                  calls: pl.DataFrame, where: str, extra_diagnostics: tuple[str, ...] = ()
+                  ) -> tuple[dict[str, pl.DataFrame], list[dict[str, str]]]:
+    """Every table of every measure the plan names (and of `extra_diagnostics`), each checked
+    (`_measured`), with the manifest that lists them; nothing is written here, so a measure
+    refused leaves every file as it was."""
+    from fragbench.plugins import describe
+
+    main = plan["parameters"]["retrieval"]
+    data = MeasureInput(facts=facts, retrieval=retrieval, calls=calls,
+                        main_setting=(main["chunk_size"], main["top_k"]))
+    tables: dict[str, pl.DataFrame] = {"calls": calls}
+    manifest: list[dict[str, str]] = [{"table": "calls", "measure": "", "kind": "record",
+                                       "path": "calls.parquet"}]
+    for name, measure in _plan_measures(plan, where, extra_diagnostics):
         for table_name, frame in _measured(measure, data).items():
             if table_name.lower() in {t.lower() for t in tables}:  # one file on some disks
                 raise MeasureFailed(f"{describe('measure', measure)} returns a table "
@@ -597,7 +615,10 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = (),
     `diagnostics/`, never beside them. `measures.json` lists which table came from which
     measure, of which kind. `extra_diagnostics` adds diagnostic measures that the frozen plan
     did not name (a diagnostic never changes what was collected, so it needs no new plan).
-    Every measure's tables are computed and checked before any file is written. `records`:
+    Every measure's tables are computed and checked before any table is written (status.json,
+    the journal's state, is written first; the calls table waits in STAGED_CALLS). Each
+    measure is given the columns it declares it reads (`reads`), and the calls table returned
+    lacks the bodies (`BODY_COLUMNS`) no measure reads: calls.parquet holds them. `records`:
     the journal as `journal_records` read it, when the caller already holds it (the command
     reads it once); else read here. Once the calls table holds the response bodies, they are
     dropped from `records` (`drop_bodies`): the caller's list afterwards says what each call
@@ -612,22 +633,62 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = (),
         records = journal_records(series_dir, plan)
     info = read_json(series_dir / "series.json")
     facts = read_table(series_dir, "facts", "facts.parquet")
+    where = f"{series_dir}/plan.json"
+    measures = [m for _, m in _plan_measures(plan, where, extra_diagnostics)]
     calls = calls_table(plan, info, records, facts, consume=True)
     drop_bodies(records)
     release_freed_memory()  # the bodies' strings, now held by the frame alone
-    # Read once the bodies are let go, not beside them: only the measures need it.
-    retrieval = read_table(series_dir, "retrieval", "retrieval.parquet")
-    tables, manifest = _all_measured(plan, facts, retrieval, calls, f"{series_dir}/plan.json",
-                                     extra_diagnostics)
-    # The state first: small, and what a person looks for when a full disk refuses the rest.
+    # The state first (the journal's, no measure's): small, and what a person looks for when
+    # a full disk refuses the rest.
     write_status(series_dir, info, records)
-    for entry in manifest:
-        path = series_dir / entry["path"]
-        if path.parent != series_dir:
-            series_subfolder(series_dir, path.parent.name)
-        write_parquet(tables[entry["table"]], path)
+    # The calls table is written whole beside its place (moved there once every measure's
+    # tables are made and checked), then held without the bodies no measure reads: the
+    # report reads them back from the file a block of calls at a time (BODY_COLUMNS).
+    staged = series_dir / STAGED_CALLS
+    write_parquet(calls, staged)
+    try:
+        held = held_columns(measures, "calls")
+        if held is not None:
+            calls = calls.drop([c for c in BODY_COLUMNS if c not in held])
+            release_freed_memory()
+        # Read once the bodies are let go, not beside them, and only the columns the
+        # measures read (a chunk's text alone is some 700 MiB at 100,000 calls).
+        wanted = held_columns(measures, "retrieval")
+        retrieval = read_table(series_dir, "retrieval", "retrieval.parquet", None if
+                               wanted is None else [c for c in table_columns(
+                                   series_dir, "retrieval", "retrieval.parquet") if c in wanted])
+        tables, manifest = _all_measured(plan, facts, retrieval, calls, where,
+                                         extra_diagnostics)
+        del retrieval
+        for entry in manifest:
+            path = series_dir / entry["path"]
+            if path.parent != series_dir:
+                series_subfolder(series_dir, path.parent.name)
+            if entry["table"] == "calls":
+                staged.replace(path)
+            else:
+                write_parquet(tables[entry["table"]], path)
+    finally:
+        staged.unlink(missing_ok=True)  # refused or failed: left nowhere
     write_json(manifest, series_dir / MEASURES_FILE)
     return tables
+
+
+STAGED_CALLS = "calls.parquet.staged"
+"""Where `derive_tables` writes the calls table before its measures' tables are checked."""
+BODY_COLUMNS = ("raw_response", "text")
+"""The calls table's columns that hold what came back whole (the response body, the model's
+text): what `derive_tables` hands on only where a measure reads them, and the report reads
+from calls.parquet a block of calls at a time (`fragbench.report.html`)."""
+
+
+def table_columns(series_dir: Path, name: str, rel: str) -> list[str]:
+    """The column names of a series' table, in its order, read from its file's footer (or
+    the one line `read_table` gives for a file it cannot read)."""
+    try:
+        return list(pl.read_parquet_schema(series_dir / rel))
+    except PARQUET_ERRORS as exc:
+        raise unreadable_table(series_dir, name, rel, exc) from None
 
 
 def refuse_stripped_chain(series_dir: Path, info: Any) -> None:

@@ -134,7 +134,84 @@ def declaration_problem(measure: Any) -> Problem | None:
                 return EXACT_MONEY, (f"table {table}: money column {column} is declared {dtype}, "
                                      f"not {MONEY_DTYPE}: every *_usd column is an exact "
                                      f"decimal ({DOCS})")
+    return reads_problem(measure)
+
+
+READ_TABLES = ("calls", "retrieval", "facts")
+"""The inputs a measure's optional `reads` may name (`MeasureInput`'s frames)."""
+READS = "declares the columns it reads"
+
+
+def reads_problem(measure: Any) -> Problem | None:
+    """Why the measure's optional `reads` attribute is not a usable declaration, or None.
+
+    `reads`: input table (`READ_TABLES`) -> the names of the columns of it that `compute`
+    reads. Where it names a table, the measure is given that table with those columns alone
+    (`given_columns`), so that the core need not hold the others for it (at 100,000 calls the
+    calls table's bodies are a gigabyte); a table it does not name is given whole."""
+    reads = getattr(measure, "reads", None)
+    if reads is None:
+        return None
+    example = ('for example `reads = {"calls": ("call_id", "case", "lang", "status")}`: the '
+               f"columns of calls, retrieval or facts that compute reads ({DOCS})")
+    if not isinstance(reads, dict):
+        return READS, f"declares reads {type(reads).__name__}, not a dict; {example}"
+    for table, columns in reads.items():
+        if table not in READ_TABLES:
+            return READS, (f"declares reads of a table {table!r}; a measure reads "
+                           f"{', '.join(READ_TABLES)}; {example}")
+        if not isinstance(columns, (list, tuple)) or not columns or not all(
+                isinstance(c, str) and COLUMN_NAME.fullmatch(c) for c in columns):
+            return READS, (f"declares reads of {table} that are not a non-empty list of "
+                           f"column names; {example}")
     return None
+
+
+def given_columns(measure: Any, table: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` (the input `table`) as the measure is given it: the columns its `reads` names
+    for that table, those the frame has, in the frame's order (a series recorded before a
+    column existed lacks it, as the whole table would); the whole frame where `reads` names no
+    such table. A usable declaration is assumed (`reads_problem`). Selecting columns copies
+    no data."""
+    reads = getattr(measure, "reads", None) or {}
+    if table not in reads:
+        return frame
+    wanted = set(reads[table])
+    return frame.select(c for c in frame.columns if c in wanted)
+
+
+def given_input(measure: Any, data: Any) -> Any:
+    """The `MeasureInput` the measure is given of `data`: each frame as `given_columns` gives
+    it (the core's derivation and the kit's `check_measure` alike, so that a column a measure
+    reads without declaring it fails in the kit as it would on a series)."""
+    from fragbench.interfaces import MeasureInput
+
+    return MeasureInput(
+        facts=given_columns(measure, "facts", data.facts),
+        retrieval=given_columns(measure, "retrieval", data.retrieval),
+        calls=None if data.calls is None else given_columns(measure, "calls", data.calls),
+        main_setting=data.main_setting)
+
+
+def read_hint(measure: Any, exc: BaseException) -> str:
+    """What to add to the words of a failure inside `compute` that reads a column it was not
+    given (a measure declaring `reads`): where to name it; else nothing."""
+    if getattr(measure, "reads", None) and isinstance(exc, pl.exceptions.ColumnNotFoundError):
+        return (" (a measure that declares `reads` is given only the columns it names there: "
+                "add every column compute reads)")
+    return ""
+
+
+def held_columns(measures: list[Any], table: str) -> set[str] | None:
+    """The columns of input `table` some measure of `measures` reads (`reads`), or None when
+    one reads it whole (it declares no `reads` of it): what the core must hold."""
+    held: set[str] = set()
+    for measure in measures:
+        reads = getattr(measure, "reads", None)
+        if not isinstance(reads, dict) or table not in reads:
+            return None
+        held.update(reads[table])
+    return held
 
 
 def table_problem(measure: Any, table: str, frame: pl.DataFrame) -> Problem | None:

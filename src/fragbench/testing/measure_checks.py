@@ -57,13 +57,14 @@ def _same(a: pl.DataFrame, b: pl.DataFrame) -> bool:
 def _computed(measure: Any, who: str, data: MeasureInput, what: str) -> dict[str, pl.DataFrame]:
     """compute(data), checked as the core checks it (`output_problem`: its summary too), then
     every table keyed by case and language."""
-    from fragbench.series.measure_tables import output_problem
+    from fragbench.series.measure_tables import given_input, output_problem, read_hint
 
     try:
-        tables = measure.compute(data)
+        # Given only the columns it declares it reads (`reads`), as the core gives them.
+        tables = measure.compute(given_input(measure, data))
     except Exception as exc:
         raise fail(who, COMPUTES, f"compute() on {what} raised {type(exc).__name__}: "
-                                  f"{exc}") from exc
+                                  f"{exc}{read_hint(measure, exc)}") from exc
 
     def call(method: str, arg: Any) -> Any:
         try:
