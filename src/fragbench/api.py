@@ -58,7 +58,7 @@ __all__ = [
     "hookimpl",
 ]
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 """The plugin API this fragbench provides (MAJOR.MINOR)."""
 
 _FORM = re.compile(r"(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})")

@@ -69,12 +69,12 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
         del sys.modules[name]
 
 
-NEWER_MAJOR = ("was written for plugin API 2.0, and this fragbench provides plugin API 1.0 "
+NEWER_MAJOR = ("was written for plugin API 2.0, and this fragbench provides plugin API 1.1 "
                "(major 1 only); install a version of the plugin written for API 1.x, or a "
                "fragbench that supports API 2.x.")
 NEWER_MINOR = ("was written for plugin API 1.9, newer than this fragbench provides plugin API "
-               "1.0; upgrade fragbench, or install a version of the plugin written for API 1.0.")
-NONE = ("declares no api_version; add `api_version = \"1.0\"` to it (the plugin API it is "
+               "1.1; upgrade fragbench, or install a version of the plugin written for API 1.1.")
+NONE = ("declares no api_version; add `api_version = \"1.1\"` to it (the plugin API it is "
         "written for, docs/plugins.md).")
 
 
@@ -84,13 +84,13 @@ NONE = ("declares no api_version; add `api_version = \"1.0\"` to it (the plugin 
     ("backend", "", NONE),
     ("measure", "    api_version = None\n", NONE),
     ("chunker", "    api_version = '1'\n",
-     "declares api_version '1', not MAJOR.MINOR such as \"1.0\" (docs/plugins.md)."),
+     "declares api_version '1', not MAJOR.MINOR such as \"1.1\" (docs/plugins.md)."),
     ("scorer", "    api_version = 1.0\n",
-     "declares api_version 1.0, not MAJOR.MINOR such as \"1.0\" (docs/plugins.md)."),
+     "declares api_version 1.0, not MAJOR.MINOR such as \"1.1\" (docs/plugins.md)."),
     ("backend", "    api_version = '1.0.0'\n",
-     "declares api_version '1.0.0', not MAJOR.MINOR such as \"1.0\" (docs/plugins.md)."),
+     "declares api_version '1.0.0', not MAJOR.MINOR such as \"1.1\" (docs/plugins.md)."),
     ("measure", "    api_version = ' 1.0'\n",
-     "declares api_version ' 1.0', not MAJOR.MINOR such as \"1.0\" (docs/plugins.md)."),
+     "declares api_version ' 1.0', not MAJOR.MINOR such as \"1.1\" (docs/plugins.md)."),
 ])
 def test_an_unsupported_api_version_is_refused_in_one_line(
         install: Install, kind: str, declaration: str, says: str) -> None:
@@ -128,7 +128,9 @@ def test_the_supported_version_is_accepted_and_listed(install: Install) -> None:
     for kind in BODIES:
         name = f"current-{kind}"
         assert any(line.split() == [kind, name, f"fragbench-{name}", "0.3", "(plugin)", "API",
-                                    "1.0"] for line in lines), (kind, lines)
-    # Every object listed says the API it is written for, built-ins included.
-    assert lines and all(line.endswith(" API 1.0") for line in lines
-                         if not line.startswith("config "))
+                                    API_VERSION] for line in lines), (kind, lines)
+    # Every object listed says the API it is written for, built-ins included: theirs is 1.0,
+    # which every 1.x accepts (a minor version only adds).
+    listed = [line for line in lines if not line.startswith("config ")]
+    assert listed and all(line.endswith((" API 1.0", f" API {API_VERSION}")) for line in listed)
+    assert any(line.endswith(" API 1.0") and "(built-in)" in line for line in listed), listed
