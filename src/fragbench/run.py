@@ -331,6 +331,13 @@ def run(
     refuse_out_in_experiment(out, series_dir, experiment)
     say(f"verifying the frozen plan {plan_path(experiment)}")
     frozen, calls, retrieval_table = verify(experiment)
+    # What the series records of the corpus, made now, so that the corpus and the retrieval
+    # table are let go before the first call: collecting needs neither (each call's request
+    # is in `calls`), and at 100,000 calls they are gigabytes held for the whole collection.
+    recorded = Recorded.of(experiment, retrieval_table)
+    del retrieval_table
+    experiment = attrs.evolve(experiment, cases=[])
+    release_freed_memory()
 
     texts = request_texts([c.request for c in calls])
     reservations = {c.seq: call_reservation(c, backend_cfg, experiment, t)
@@ -360,8 +367,7 @@ def run(
     # a session refused leaves no folder and no ledger record.
     plugin = registry().get("backend", backend_cfg.plugin)
     # Every measure's tables checked on the series before its first call (series.check_measures).
-    check_measures(frozen, facts_frame(experiment.cases, list(experiment.languages)),
-                   retrieval_table, backend, bool(plugin.is_model))
+    check_measures(frozen, recorded.facts, recorded.retrieval, backend, bool(plugin.is_model))
     session = plugin.open(backend_cfg.params)
     result: RunResult | None = None
     try:
@@ -384,13 +390,13 @@ def run(
         try:
             planned = len(calls)
             stop = _collect_series(experiment, frozen.sha256, series, backend, series_dir,
-                                   plugin, session, calls, retrieval_table, reservations,
+                                   plugin, session, calls, recorded, reservations,
                                    bounds, ledger, redactor, say, notice, on_progress,
                                    interruption)
-            # What collecting needed (the corpus, each planned call's request, the retrieval
-            # table) is let go before the tables are derived from the series' own files: at
-            # 100,000 calls it is gigabytes the derivation would otherwise hold beside its own.
-            del experiment, calls, retrieval_table, reservations, bounds
+            # What collecting needed (each planned call's request) is let go before the tables
+            # are derived from the series' own files: at 100,000 calls it is gigabytes the
+            # derivation would otherwise hold beside its own.
+            del experiment, calls, recorded, reservations, bounds
             release_freed_memory()  # their pages, back to the system (fragbench.memory)
             result = _derive_series(series_dir, frozen, backend, plugin, planned, stop,
                                     ledger is not None, say)
@@ -429,7 +435,7 @@ def _route(session: Session, redactor: Redactor) -> tuple[str | None, str]:
 
 def _collect_series(experiment: Experiment, plan_hash: str, series: str, backend: str,
                     series_dir: Path, plugin: Backend, session: Session,
-                    calls: list[PlannedCall], retrieval_table: pl.DataFrame,
+                    calls: list[PlannedCall], recorded: Recorded,
                     reservations: dict[int, Decimal], bounds: dict[int, int],
                     ledger: Ledger | None,
                     redactor: Redactor, say: Callable[[str], None],
@@ -465,16 +471,7 @@ def _collect_series(experiment: Experiment, plan_hash: str, series: str, backend
         }
         write_json(info, series_dir / "series.json")
         say("recording retrieval and facts")
-        write_parquet(facts_frame(experiment.cases, list(experiment.languages)),
-                      series_dir / "facts.parquet")
-        write_parquet(retrieval_table, series_dir / "retrieval.parquet")
-        # What each call asked, for the page's call cards (a series recorded before it has
-        # none, and its page shows no question).
-        write_parquet(questions_frame(experiment.cases, list(experiment.languages)),
-                      series_dir / "questions.parquet")
-        groups = cases_frame(experiment.cases)
-        if groups is not None:  # the corpus's groups, for tables split by group (join on case)
-            write_parquet(groups, series_dir / "cases.parquet")
+        recorded.write(series_dir)
         journal = Journal(series_dir / JOURNAL_FILE, redactor)
     except OSError as exc:
         raise SeriesError(f"{series_dir}: cannot be written ({exc.strerror}); free space or "
@@ -513,6 +510,39 @@ def _collect_series(experiment: Experiment, plan_hash: str, series: str, backend
     finally:
         journal.close()
     return stop
+
+
+@attrs.define
+class Recorded:
+    """What a series records of its corpus and retrieval before its first call, each frame
+    let go once written (`write`): `run` holds no other reference, so that the collection
+    that follows holds none of it."""
+
+    facts: pl.DataFrame
+    retrieval: pl.DataFrame
+    questions: pl.DataFrame
+    """What each call asked, for the page's call cards (a series recorded before it has
+    none, and its page shows no question)."""
+    groups: pl.DataFrame | None
+    """The corpus's case groups, for tables split by group (None: it has none)."""
+
+    @classmethod
+    def of(cls, experiment: Experiment, retrieval: pl.DataFrame) -> Recorded:
+        langs = list(experiment.languages)
+        return cls(facts=facts_frame(experiment.cases, langs), retrieval=retrieval,
+                   questions=questions_frame(experiment.cases, langs),
+                   groups=cases_frame(experiment.cases))
+
+    def write(self, series_dir: Path) -> None:
+        """facts.parquet, retrieval.parquet, questions.parquet and (with groups)
+        cases.parquet, each frame let go once written (an empty frame in its place)."""
+        for name, file in (("facts", "facts"), ("retrieval", "retrieval"),
+                           ("questions", "questions"), ("groups", "cases")):
+            frame = getattr(self, name)
+            if frame is not None:
+                write_parquet(frame, series_dir / f"{file}.parquet")
+                setattr(self, name, pl.DataFrame())
+        release_freed_memory()
 
 
 def _copy_plan(source: Path, target: Path, plan_hash: str) -> None:

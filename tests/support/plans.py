@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "b6d48901d109c9c7fc8a4da3c8282e51a9cf74a92d21a4bd8eb3d755d9a93dbf"
+PROTOCOL_PLAN_SHA256 = "5a4eab38dee624ffeb209613d855da19307303931aa164263188eff109e2df7a"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house
