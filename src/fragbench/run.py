@@ -397,6 +397,7 @@ def run(
             # are derived from the series' own files: at 100,000 calls it is gigabytes the
             # derivation would otherwise hold beside its own.
             del experiment, calls, recorded, reservations, bounds
+            frozen = frozen.without_corpus()  # the tables and pages read no corpus
             release_freed_memory()  # their pages, back to the system (fragbench.memory)
             result = _derive_series(series_dir, frozen, backend, plugin, planned, stop,
                                     ledger is not None, say)

@@ -544,7 +544,8 @@ def measure(
 
     require_series(series_dir)
     with without_cycle_sweeps():
-        plan = read_plan(series_dir)  # read once, as the journal is, for the tables and reports
+        # Read once, as the journal is, for the tables and reports (which read no corpus).
+        plan = read_plan(series_dir).without_corpus()
         records = journal_records(series_dir, plan)
         tables = derive_tables(series_dir, tuple(diagnostic or ()), records, plan)
         report = write_report(series_dir, tables, records, plan)
@@ -585,7 +586,7 @@ def report(series_dir: Annotated[Path, typer.Argument(help="A recorded series fo
 
     require_series(series_dir)
     with without_cycle_sweeps():
-        plan = read_plan(series_dir)
+        plan = read_plan(series_dir).without_corpus()  # the pages read no corpus
         records = journal_records(series_dir, plan)  # read once, for both reports
         drop_bodies(records)  # the pages take the bodies from calls.parquet, not the journal
         release_freed_memory()
