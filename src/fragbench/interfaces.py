@@ -498,11 +498,11 @@ class Measure(Protocol):
         """Return table name -> frame, each written as `<name>.parquet`; names are unique
         across measures. The same input must give the same tables.
 
-        Optional: an attribute `reads`, input table (`calls`, `retrieval`, `facts`) -> the
-        column names of it that `compute` reads. Where it names a table, `data` holds that
-        table with those columns alone (those the series has), and the core need not hold
-        the others (`fragbench.series.measure_tables.reads_problem`); a table it does not
-        name is given whole.
+        Optional (API 1.1): an attribute `reads`, input table (`calls`, `retrieval`,
+        `facts`) -> the column names of it that `compute` reads, all of them: `data` then
+        holds each table with those columns alone (those the series has), a table not named
+        with none, and the core need not hold the rest
+        (`fragbench.series.measure_tables.reads_problem`). Without it, every table whole.
 
         Optional: a method `summary(tables) -> list[tuple[str, pl.DataFrame]]`, given the
         tables `compute` returned, gives the titled frames both reports show for a primary

@@ -14,6 +14,7 @@ from support.measure_plugin import Install, installer
 
 from fragbench.report import html, pagedata
 from fragbench.report.data import load_tables
+from fragbench.series import folder
 from fragbench.series.folder import BODY_COLUMNS, STAGED_CALLS, MeasureFailed, derive_tables
 from fragbench.testing import check_measure
 
@@ -56,19 +57,32 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
 
 def given(series_dir: Path) -> dict[str, list[str]]:
     table = pl.read_parquet(series_dir / "diagnostics" / "seen.parquet")
-    return {r["table"]: r["columns"].split(",") for r in table.to_dicts()}
+    return {r["table"]: r["columns"].split(",") if r["columns"] else []
+            for r in table.to_dicts()}
 
 
 def test_a_measure_is_given_the_columns_it_reads_and_the_core_holds_no_body(
-        extractive: Path, install: Install) -> None:
+        extractive: Path, install: Install, monkeypatch: pytest.MonkeyPatch) -> None:
     install("fragbench-seen", seen(
         'reads = {"calls": ("status", "lang", "case", "no_such_column"), '
         '"retrieval": ("selected",)}'))
+    read: dict[str, list[str] | None] = {}
+    read_table = folder.read_table
+
+    def reading(series_dir: Path, name: str, rel: str, columns: list[str] | None = None
+                ) -> pl.DataFrame:
+        read[name] = columns
+        return read_table(series_dir, name, rel, columns)
+
+    monkeypatch.setattr(folder, "read_table", reading)
     tables = derive_tables(extractive, extra_diagnostics=("seen-columns",))
-    facts = pl.read_parquet(extractive / "facts.parquet").columns
-    # Those named that the table has, in the table's order; the facts (not named) whole.
+    # The retrieval table's columns some measure reads (availability's, and this one's
+    # `selected`), in the file's order: not the chunks' text or terms.
+    assert read["retrieval"] == ["case", "lang", "variant", "chunk_size", "top_k", "chunk",
+                                 "fact_ids", "whole_fact_ids", "selected"]
+    # Those named that the table has, in the table's order; the facts (not named) none.
     assert given(extractive) == {"calls": ["case", "lang", "status"],
-                                 "retrieval": ["selected"], "facts": facts}
+                                 "retrieval": ["selected"], "facts": []}
     # Every measure declares its reads, none a body: the table handed on has none...
     assert not set(BODY_COLUMNS) & set(tables["calls"].columns)
     # ...and calls.parquet has them all, the rest as handed on; nothing left staged.
@@ -137,9 +151,9 @@ def test_the_kit_gives_a_measure_the_columns_it_reads_as_the_core_does() -> None
 @pytest.mark.parametrize(("reads", "says"), [
     (["calls"], "declares reads list, not a dict"),
     ({"answers": ("case",)}, "declares reads of a table 'answers'"),
-    ({"calls": ()}, "declares reads of calls that are not a non-empty list"),
-    ({"calls": "case"}, "declares reads of calls that are not a non-empty list"),
-    ({"calls": ("case", "a|b")}, "declares reads of calls that are not a non-empty list"),
+    ({"calls": "case"}, "declares reads of calls that are not a list of column names"),
+    ({"calls": ("case", "a|b")}, "declares reads of calls that are not a list of column names"),
+    ({"calls": ("case", 3)}, "declares reads of calls that are not a list of column names"),
 ])
 def test_a_reads_that_is_no_declaration_is_refused(reads: object, says: str) -> None:
     with pytest.raises(AssertionError) as caught:

@@ -78,7 +78,8 @@ column's type as `Measure.tables` declares it; the meanings are in the *_SCHEMA 
 READS = {"calls": ("call_id", "case", "lang", "variant", "mode", "rep", "status",
                    "supplied_ids", "supplied_texts"),
          "retrieval": (*PASSAGE, "chunk_size", "top_k", "chunk", "fact_ids", "whole_fact_ids",
-                       "selected")}
+                       "selected"),
+         "facts": ("case", "lang", "fact_id", "text", "is_condition")}
 """The columns `availability` reads (`reads`): given only these, so that the core holds
 neither the calls' bodies nor the chunks' text for it."""
 

@@ -46,7 +46,7 @@ FOLDS = (
 READ_COLUMNS = ("call_id", "case", "lang", "variant", "mode", "rep", "parsed",
                 "supplied_ids", "supplied_texts", "citations")
 """The calls' columns `citations` reads."""
-READS = {"calls": READ_COLUMNS}
+READS = {"calls": READ_COLUMNS, "facts": ("case", "lang", "fact_id", "text", "is_condition")}
 """Its `reads`: given only these (a filter or a join copies every column it is given: the
 bodies would be gigabytes at 100,000 calls), and the core holds no body for it."""
 BATCH_CALLS = 5_000

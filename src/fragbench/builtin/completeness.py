@@ -76,7 +76,8 @@ def _known_sum(column: str) -> pl.Expr:
 COMPLETENESS_READS = {"calls": (*CALL_COLUMNS, "status", "stop_reason", "stop_detail", "parsed",
                                 "refusal", "incomplete_reason", "error")}
 USAGE_READS = {"calls": (*CELL, "status", *TOKENS, "cost_usd", "counted_usd")}
-"""The calls' columns each measure reads (`reads`): the core holds no body for them."""
+"""The columns each measure reads (`reads`): the calls' alone, none of the retrieval table or
+the facts, and no body."""
 
 
 class Completeness:
