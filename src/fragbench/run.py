@@ -85,6 +85,7 @@ from fragbench.series.folder import (
     DIAGNOSTICS_DIR,
     FIGURES_DIR,
     MEASURES_FILE,
+    STAGED_CALLS,
     MeasureFailed,
     check_measures,
     derive_tables,
@@ -107,8 +108,8 @@ RECORDED_FILES = {"plan.json", "series.json", "facts.parquet", "retrieval.parque
                   "cases.parquet", "questions.parquet", JOURNAL_FILE}
 """What a series holds before its first call: a folder with only these (and `*.tmp`) and no
 reservation sent nothing."""
-DERIVED_FILES = {"calls.parquet", "status.json", MEASURES_FILE, "report.md", REPORT_HTML,
-                 REPORT_DATA, FIGURES_DIR, DIAGNOSTICS_DIR}
+DERIVED_FILES = {"calls.parquet", STAGED_CALLS, "status.json", MEASURES_FILE, "report.md",
+                 REPORT_HTML, REPORT_DATA, FIGURES_DIR, DIAGNOSTICS_DIR}
 """What `derive_tables` and `write_report` write (with the tables `measures.json` lists): a
 series where nothing left the machine may hold these too, rebuilt from its journal."""
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")

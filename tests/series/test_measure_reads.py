@@ -187,4 +187,17 @@ def test_a_calls_parquet_changed_under_the_report_is_refused(extractive: Path) -
     pl.read_parquet(path).reverse().write_parquet(path)
     with pytest.raises(SeriesError) as caught:
         html.render(extractive, bodiless)
-    assert f"{path}: changed while the report was written" in str(caught.value)
+    assert f"{path}: its calls are not those of the calls table" in str(caught.value)
+
+
+def test_a_reads_that_is_no_declaration_is_refused_before_the_core_reads_it(
+        extractive: Path, install: Install) -> None:
+    """The core reads every measure's `reads` to choose what it holds: a malformed one is the
+    declaration's one-line refusal, never a traceback, and no table is written."""
+    install("fragbench-seen", seen('reads = {"calls": None}'))
+    before = (extractive / "calls.parquet").read_bytes()
+    with pytest.raises(MeasureFailed) as caught:
+        derive_tables(extractive, extra_diagnostics=("seen-columns",))
+    assert "declares reads of calls that are not a list of column names" in str(caught.value)
+    assert (extractive / "calls.parquet").read_bytes() == before
+    assert not (extractive / STAGED_CALLS).exists()

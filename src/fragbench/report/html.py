@@ -484,8 +484,9 @@ def _with_bodies(part: pl.DataFrame, series_dir: Path) -> pl.DataFrame:
         bodies = read.select(pl.all().gather(rows - first))
         if bodies.get_column("call_id").equals(part.get_column("call_id")):
             return part.hstack(bodies.drop("call_id"))
-    raise SeriesError(f"{path}: changed while the report was written (its calls are not "
-                      f"those read before); run `fragbench report {series_dir}` again.")
+    raise SeriesError(f"{path}: its calls are not those of the calls table the report was "
+                      "given (the file changed since it was read, or the table was filtered or "
+                      f"sorted without its bodies); run `fragbench report {series_dir}` again.")
 
 
 _SHOWN_COLUMNS = ("call_id", "seq", "case", "lang", "variant", "mode", "rep", "status",

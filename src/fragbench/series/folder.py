@@ -457,8 +457,8 @@ def series_subfolder(series_dir: Path, name: str) -> Path:
 def _plan_measures(plan: dict[str, Any], where: str, extra_diagnostics: tuple[str, ...] = ()
                    ) -> list[tuple[str, Any]]:
     """(name, measure) for every measure the plan names, then each of `extra_diagnostics` it
-    does not; a primary measure asked for as a diagnostic, or a measure of another kind, is
-    refused."""
+    does not; a primary measure asked for as a diagnostic, a measure of another kind, or one
+    whose declaration is not usable (`declaration_problem`), is refused."""
     from fragbench.plugins import registry
 
     reg = registry()
@@ -471,10 +471,17 @@ def _plan_measures(plan: dict[str, Any], where: str, extra_diagnostics: tuple[st
                               "measures are pre-registered in the frozen plan.")
         if name not in dict(measures):
             measures.append((name, measure))
+    from fragbench.plugins import describe
+    from fragbench.series.measure_tables import declaration_problem
+
     for name, measure in measures:
         if measure.kind not in ("primary", "diagnostic"):
             raise SeriesError(f"measure {name} declares kind {measure.kind!r}; a measure is "
                               "primary or diagnostic.")
+        # Checked before anything reads a declaration (`held_columns` reads `reads`).
+        problem = declaration_problem(measure)
+        if problem is not None:
+            raise MeasureFailed(f"{describe('measure', measure)} {problem[1]}")
     return measures
 
 
@@ -483,7 +490,7 @@ def _all_measured(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataF
                   ) -> tuple[dict[str, pl.DataFrame], list[dict[str, str]]]:
     """Every table of every measure the plan names (and of `extra_diagnostics`), each checked
     (`_measured`), with the manifest that lists them; nothing is written here, so a measure
-    refused leaves every file as it was."""
+    refused leaves every table as it was."""
     from fragbench.plugins import describe
 
     main = plan["parameters"]["retrieval"]
