@@ -5,7 +5,7 @@ config, prompts or corpus, of a plugin it uses, or of fragbench's own code (the 
 block). A refreeze updates this hash, here and nowhere else, in the same commit, with the
 reason in the message and below."""
 
-PROTOCOL_PLAN_SHA256 = "6f2223bdf5f6f39d4a72c1f82100983f0c8468d266bd923a68f3a63353258b4c"
+PROTOCOL_PLAN_SHA256 = "f667e20cf21dd2a1d414f4c60b199b7be98d0b63e1ed51ab08b4b05f89c741c9"
 """experiments/protocol-1.0/experiment.json as last refrozen, deliberately. Issue 26 (100,000
 calls): each report states its experiment's own limits, so protocol 1.0's config names its
 own (`limits`, frozen in `parameters.limits`), and core files changed. Issue 25 (the house

@@ -486,11 +486,13 @@ def _plan_measures(plan: dict[str, Any], where: str, extra_diagnostics: tuple[st
 
 
 def _all_measured(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataFrame,
-                  calls: pl.DataFrame, where: str, extra_diagnostics: tuple[str, ...] = ()
+                  calls: pl.DataFrame, where: str, extra_diagnostics: tuple[str, ...] = (),
+                  measures: list[tuple[str, Any]] | None = None
                   ) -> tuple[dict[str, pl.DataFrame], list[dict[str, str]]]:
     """Every table of every measure the plan names (and of `extra_diagnostics`), each checked
     (`_measured`), with the manifest that lists them; nothing is written here, so a measure
-    refused leaves every table as it was."""
+    refused leaves every table as it was. `measures`: `_plan_measures`' list, when the caller
+    has it."""
     from fragbench.plugins import describe
 
     main = plan["parameters"]["retrieval"]
@@ -499,7 +501,9 @@ def _all_measured(plan: dict[str, Any], facts: pl.DataFrame, retrieval: pl.DataF
     tables: dict[str, pl.DataFrame] = {"calls": calls}
     manifest: list[dict[str, str]] = [{"table": "calls", "measure": "", "kind": "record",
                                        "path": "calls.parquet"}]
-    for name, measure in _plan_measures(plan, where, extra_diagnostics):
+    if measures is None:
+        measures = _plan_measures(plan, where, extra_diagnostics)
+    for name, measure in measures:
         for table_name, frame in _measured(measure, data).items():
             if table_name.lower() in {t.lower() for t in tables}:  # one file on some disks
                 raise MeasureFailed(f"{describe('measure', measure)} returns a table "
@@ -641,7 +645,8 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = (),
     info = read_json(series_dir / "series.json")
     facts = read_table(series_dir, "facts", "facts.parquet")
     where = f"{series_dir}/plan.json"
-    measures = [m for _, m in _plan_measures(plan, where, extra_diagnostics)]
+    measures = _plan_measures(plan, where, extra_diagnostics)
+    declared = [measure for _, measure in measures]
     calls = calls_table(plan, info, records, facts, consume=True)
     drop_bodies(records)
     release_freed_memory()  # the bodies' strings, now held by the frame alone
@@ -654,18 +659,15 @@ def derive_tables(series_dir: Path, extra_diagnostics: tuple[str, ...] = (),
     staged = series_dir / STAGED_CALLS
     write_parquet(calls, staged)
     try:
-        held = held_columns(measures, "calls")
+        held = held_columns(declared, "calls")
         if held is not None:
             calls = calls.drop([c for c in BODY_COLUMNS if c not in held])
             release_freed_memory()
         # Read once the bodies are let go, not beside them, and only the columns the
         # measures read (a chunk's text alone is some 700 MiB at 100,000 calls).
-        wanted = held_columns(measures, "retrieval")
-        retrieval = read_table(series_dir, "retrieval", "retrieval.parquet", None if
-                               wanted is None else [c for c in table_columns(
-                                   series_dir, "retrieval", "retrieval.parquet") if c in wanted])
+        retrieval = _read_held(series_dir, "retrieval", held_columns(declared, "retrieval"))
         tables, manifest = _all_measured(plan, facts, retrieval, calls, where,
-                                         extra_diagnostics)
+                                         extra_diagnostics, measures)
         del retrieval
         for entry in manifest:
             path = series_dir / entry["path"]
@@ -687,6 +689,14 @@ BODY_COLUMNS = ("raw_response", "text")
 """The calls table's columns that hold what came back whole (the response body, the model's
 text): what `derive_tables` hands on only where a measure reads them, and the report reads
 from calls.parquet a block of calls at a time (`fragbench.report.html`)."""
+
+
+def _read_held(series_dir: Path, name: str, held: set[str] | None) -> pl.DataFrame:
+    """A recorded table (`<name>.parquet`), only its columns among `held` (all: None)."""
+    rel = f"{name}.parquet"
+    columns = None if held is None else [c for c in table_columns(series_dir, name, rel)
+                                         if c in held]
+    return read_table(series_dir, name, rel, columns)
 
 
 def table_columns(series_dir: Path, name: str, rel: str) -> list[str]:

@@ -197,7 +197,8 @@ def given_input(measure: Any, data: Any) -> Any:
 def read_hint(measure: Any, exc: BaseException) -> str:
     """What to add to the words of a failure inside `compute` that reads a column it was not
     given (a measure declaring `reads`): where to name it; else nothing."""
-    if getattr(measure, "reads", None) and isinstance(exc, pl.exceptions.ColumnNotFoundError):
+    if getattr(measure, "reads", None) is not None \
+            and isinstance(exc, pl.exceptions.ColumnNotFoundError):
         return (" (a measure that declares `reads` is given only the columns it names there: "
                 "add every column compute reads)")
     return ""
